@@ -1,0 +1,26 @@
+// The README's test command after type-check and lint: unit tests, then integration and e2e tests
+// against the real test cluster. Under CI=true a missing tool fails the run; it is never skipped.
+import { spawnSync } from 'node:child_process';
+import { globSync } from 'node:fs';
+
+const suites: { name: string; pattern: string; concurrency: number }[] = [
+  { name: 'unit', pattern: 'test/unit/**/*.test.ts', concurrency: 2 },
+  { name: 'integration', pattern: 'test/integration/**/*.test.ts', concurrency: 1 },
+  { name: 'e2e', pattern: 'test/e2e/**/*.test.ts', concurrency: 1 },
+];
+
+const only = process.argv.slice(2);
+let failed = false;
+for (const suite of suites) {
+  if (only.length > 0 && !only.includes(suite.name)) continue;
+  const files = globSync(suite.pattern).sort();
+  if (files.length === 0) continue;
+  process.stdout.write(`\n== ${suite.name} tests (${files.length} files) ==\n`);
+  const r = spawnSync(
+    process.execPath,
+    ['--test', `--test-concurrency=${suite.concurrency}`, '--test-reporter=spec', ...files],
+    { stdio: 'inherit' },
+  );
+  if (r.status !== 0) failed = true;
+}
+process.exitCode = failed ? 1 : 0;

@@ -1,0 +1,17 @@
+import { Command } from 'commander';
+
+/** The `outrigger` command tree (DESIGN.md section 1). Each subcommand lives in its own file. */
+export function buildCli(): Command {
+  const program = new Command('outrigger')
+    .description(
+      'Outrigger: a per-pod service-mesh sidecar for Kubernetes that keeps routing through API outages.',
+    )
+    .version(process.env.npm_package_version ?? '0.1.0')
+    .showHelpAfterError('(run with --help for usage)')
+    .exitOverride((err) => {
+      // commander's own usage errors are configuration errors: exit status 2 like ours.
+      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') process.exit(0);
+      process.exit(err.exitCode === 0 ? 0 : 2);
+    });
+  return program;
+}

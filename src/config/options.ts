@@ -1,0 +1,296 @@
+import * as p from './parse.ts';
+import type { Parser } from './parse.ts';
+
+/**
+ * Every setting of the sidecar and the injector, in ONE table: its flag, its OUTRIGGER_* variable
+ * and its pod annotation. The webhook validates annotations with the same parsers the sidecar uses
+ * at start-up, so a pod the webhook admits always starts.
+ *
+ * Precedence (DESIGN.md section 1): flag > env > annotation > default.
+ * `live`: re-applied when the downward-API annotations file changes; the rest need a restart.
+ * `scope`: 'proxy' settings are read by the sidecar; 'inject' ones only shape the injected pod.
+ */
+export interface OptionSpec<T> {
+  flag: string;
+  env: string;
+  annotation?: string;
+  parser: Parser<T>;
+  default: T;
+  describe: string;
+  live?: boolean;
+  repeatable?: boolean;
+  scope: 'proxy' | 'inject';
+}
+
+export const ANNOTATION_PREFIX = 'outrigger.dev/';
+export const INJECTION_LABEL = 'outrigger.dev/injection';
+export const INJECTED_ANNOTATION = 'outrigger.dev/injected';
+export const INJECT_ANNOTATION = 'outrigger.dev/inject';
+
+const opt = <T>(o: OptionSpec<T>): OptionSpec<T> => o;
+const a = (name: string): string => ANNOTATION_PREFIX + name;
+
+export const options = {
+  source: opt({
+    flag: '--source <kube|file:PATH>',
+    env: 'OUTRIGGER_SOURCE',
+    parser: p.source,
+    default: { kind: 'kube' },
+    describe: 'where Services and EndpointSlices come from',
+    scope: 'proxy',
+  }),
+  kubeconfig: opt<string | undefined>({
+    flag: '--kubeconfig <path>',
+    env: 'OUTRIGGER_KUBECONFIG',
+    parser: p.nonEmpty,
+    default: undefined,
+    describe: 'kubeconfig for out-of-cluster API access (default: in-cluster token and CA)',
+    scope: 'proxy',
+  }),
+  namespace: opt<string | undefined>({
+    flag: '--namespace <ns>',
+    env: 'OUTRIGGER_NAMESPACE',
+    parser: p.nonEmpty,
+    default: undefined,
+    describe: "namespace for short Service names (default: the pod's, from the token directory)",
+    scope: 'proxy',
+  }),
+  tokenDir: opt({
+    flag: '--token-dir <dir>',
+    env: 'OUTRIGGER_TOKEN_DIR',
+    parser: p.nonEmpty,
+    default: '/var/run/secrets/outrigger.dev/serviceaccount',
+    describe: "directory of the sidecar's projected token (token, ca.crt, namespace)",
+    scope: 'proxy',
+  }),
+  podInfoDir: opt({
+    flag: '--pod-info-dir <dir>',
+    env: 'OUTRIGGER_POD_INFO_DIR',
+    parser: p.nonEmpty,
+    default: '/etc/outrigger/podinfo',
+    describe: 'downward-API directory holding the pod labels and annotations files',
+    scope: 'proxy',
+  }),
+  capture: opt({
+    flag: '--capture <mode>',
+    env: 'OUTRIGGER_CAPTURE',
+    annotation: a('capture'),
+    parser: p.oneOf('transparent', 'explicit'),
+    default: 'transparent',
+    describe: 'how app traffic reaches the sidecar: iptables redirect or HTTP_PROXY',
+    scope: 'proxy',
+  }),
+  egressPort: opt({
+    flag: '--egress-port <port>',
+    env: 'OUTRIGGER_EGRESS_PORT',
+    parser: p.port,
+    default: 7400,
+    describe: 'egress listener port (on 127.0.0.1)',
+    scope: 'proxy',
+  }),
+  ingressPort: opt({
+    flag: '--ingress-port <port>',
+    env: 'OUTRIGGER_INGRESS_PORT',
+    parser: p.port,
+    default: 7401,
+    describe: 'ingress listener port',
+    scope: 'proxy',
+  }),
+  adminPort: opt({
+    flag: '--admin-port <port>',
+    env: 'OUTRIGGER_ADMIN_PORT',
+    parser: p.port,
+    default: 7402,
+    describe: 'admin listener port (/healthz, /readyz, /metrics, /debug/*)',
+    scope: 'proxy',
+  }),
+  appPorts: opt<number[]>({
+    flag: '--app-port <port>',
+    env: 'OUTRIGGER_APP_PORTS',
+    parser: p.ports,
+    default: [],
+    describe: 'app port that ingress forwards to on localhost (repeatable; env: comma-separated)',
+    repeatable: true,
+    scope: 'proxy',
+  }),
+  snapshot: opt<string | undefined>({
+    flag: '--snapshot <path>',
+    env: 'OUTRIGGER_SNAPSHOT',
+    parser: p.nonEmpty,
+    default: undefined,
+    describe: 'last-known-good snapshot file (off when unset)',
+    scope: 'proxy',
+  }),
+  snapshotEnabled: opt({
+    flag: '--snapshot-enabled <bool>',
+    env: 'OUTRIGGER_SNAPSHOT_ENABLED',
+    annotation: a('snapshot'),
+    parser: p.bool,
+    default: true,
+    describe: 'whether the injected sidecar keeps a snapshot in an emptyDir',
+    scope: 'inject',
+  }),
+  maxWatches: opt({
+    flag: '--max-watches <n>',
+    env: 'OUTRIGGER_MAX_WATCHES',
+    annotation: a('max-watches'),
+    parser: p.intRange(1, 100_000),
+    default: 500,
+    describe: 'LRU bound on live Service subscriptions (watches on the API server)',
+    scope: 'proxy',
+  }),
+  traceEndpoint: opt<string | undefined>({
+    flag: '--trace-endpoint <url>',
+    env: 'OUTRIGGER_TRACE_ENDPOINT',
+    annotation: a('trace-collector'),
+    parser: p.url,
+    default: undefined,
+    describe:
+      'OTLP/HTTP collector base URL, e.g. http://jaeger-collector.observability:4318 (off when unset)',
+    scope: 'proxy',
+  }),
+  traceSampling: opt({
+    flag: '--trace-sampling <ratio>',
+    env: 'OUTRIGGER_TRACE_SAMPLING',
+    annotation: a('trace-sampling'),
+    parser: p.ratio,
+    default: 0.01,
+    describe: 'parent-based sampling ratio for new traces (0 disables spans)',
+    live: true,
+    scope: 'proxy',
+  }),
+  clusterDomain: opt({
+    flag: '--cluster-domain <domain>',
+    env: 'OUTRIGGER_CLUSTER_DOMAIN',
+    parser: p.nonEmpty,
+    default: 'cluster.local',
+    describe: 'cluster DNS suffix',
+    scope: 'proxy',
+  }),
+  logLevel: opt({
+    flag: '--log-level <level>',
+    env: 'OUTRIGGER_LOG_LEVEL',
+    annotation: a('log-level'),
+    parser: p.oneOf('debug', 'info', 'warn', 'error'),
+    default: 'info',
+    describe: 'structured JSON log level',
+    live: true,
+    scope: 'proxy',
+  }),
+  egressPolicy: opt({
+    flag: '--egress-policy <policy>',
+    env: 'OUTRIGGER_EGRESS_POLICY',
+    annotation: a('egress-policy'),
+    parser: p.oneOf('allow-all', 'cluster-only'),
+    default: 'allow-all',
+    describe: 'what egress does with destinations that are not cluster Services (cluster-only answers 403)',
+    scope: 'proxy',
+  }),
+  balancer: opt({
+    flag: '--balancer <algorithm>',
+    env: 'OUTRIGGER_BALANCER',
+    annotation: a('balancer'),
+    parser: p.oneOf('p2c-ewma', 'round-robin'),
+    default: 'p2c-ewma',
+    describe: 'load-balancing algorithm',
+    scope: 'proxy',
+  }),
+  connectTimeoutMs: opt({
+    flag: '--connect-timeout-ms <ms>',
+    env: 'OUTRIGGER_CONNECT_TIMEOUT_MS',
+    parser: p.intRange(1, 600_000),
+    default: 1_000,
+    describe: 'upstream connect timeout',
+    scope: 'proxy',
+  }),
+  requestTimeoutMs: opt({
+    flag: '--request-timeout-ms <ms>',
+    env: 'OUTRIGGER_REQUEST_TIMEOUT_MS',
+    parser: p.intRange(1, 3_600_000),
+    default: 30_000,
+    describe: 'upstream response-headers timeout (504 after it)',
+    scope: 'proxy',
+  }),
+  idleTimeoutMs: opt({
+    flag: '--idle-timeout-ms <ms>',
+    env: 'OUTRIGGER_IDLE_TIMEOUT_MS',
+    parser: p.intRange(1, 3_600_000),
+    default: 60_000,
+    describe: 'idle timeout for client and upstream keep-alive connections',
+    scope: 'proxy',
+  }),
+  drainSeconds: opt({
+    flag: '--drain-seconds <s>',
+    env: 'OUTRIGGER_DRAIN_SECONDS',
+    parser: p.intRange(0, 3_600),
+    default: 25,
+    describe: 'after SIGTERM: how long egress keeps serving while the app shuts down',
+    scope: 'proxy',
+  }),
+  inject: opt({
+    flag: '--inject <bool>',
+    env: 'OUTRIGGER_INJECT',
+    annotation: INJECT_ANNOTATION,
+    parser: p.bool,
+    default: true,
+    describe: 'pod opt-out of injection in an opted-in namespace',
+    scope: 'inject',
+  }),
+  excludeInboundPorts: opt<string[]>({
+    flag: '--exclude-inbound-ports <ports>',
+    env: 'OUTRIGGER_EXCLUDE_INBOUND_PORTS',
+    annotation: a('exclude-inbound-ports'),
+    parser: p.portList,
+    default: [],
+    describe: 'inbound ports that bypass the sidecar (transparent mode)',
+    scope: 'inject',
+  }),
+  excludeOutboundPorts: opt<string[]>({
+    flag: '--exclude-outbound-ports <ports>',
+    env: 'OUTRIGGER_EXCLUDE_OUTBOUND_PORTS',
+    annotation: a('exclude-outbound-ports'),
+    parser: p.portList,
+    default: [],
+    describe: 'outbound ports that bypass the sidecar (transparent mode)',
+    scope: 'inject',
+  }),
+  excludeInboundCidrs: opt<string[]>({
+    flag: '--exclude-inbound-cidrs <cidrs>',
+    env: 'OUTRIGGER_EXCLUDE_INBOUND_CIDRS',
+    annotation: a('exclude-inbound-cidrs'),
+    parser: p.cidrList,
+    default: [],
+    describe: 'inbound source CIDRs that bypass the sidecar (transparent mode)',
+    scope: 'inject',
+  }),
+  excludeOutboundCidrs: opt<string[]>({
+    flag: '--exclude-outbound-cidrs <cidrs>',
+    env: 'OUTRIGGER_EXCLUDE_OUTBOUND_CIDRS',
+    annotation: a('exclude-outbound-cidrs'),
+    parser: p.cidrList,
+    default: [],
+    describe: 'outbound destination CIDRs that bypass the sidecar (transparent mode)',
+    scope: 'inject',
+  }),
+  proxyCpu: opt({
+    flag: '--proxy-cpu <quantity>',
+    env: 'OUTRIGGER_PROXY_CPU',
+    annotation: a('proxy-cpu'),
+    parser: p.quantity,
+    default: '100m',
+    describe: 'sidecar CPU request',
+    scope: 'inject',
+  }),
+  proxyMemory: opt({
+    flag: '--proxy-memory <quantity>',
+    env: 'OUTRIGGER_PROXY_MEMORY',
+    annotation: a('proxy-memory'),
+    parser: p.quantity,
+    default: '128Mi',
+    describe: 'sidecar memory request and limit',
+    scope: 'inject',
+  }),
+} as const;
+
+export type OptionName = keyof typeof options;
+export type Config = { [K in OptionName]: (typeof options)[K]['default'] };

@@ -1,0 +1,117 @@
+import { isIP } from 'node:net';
+import { OutriggerError } from '../shared/errors.ts';
+
+/** A parser turns one raw string into a typed value or throws with what is allowed. */
+export type Parser<T> = { parse(raw: string): T; allowed: string };
+
+export class ValueError extends Error {}
+
+function parser<T>(allowed: string, parse: (raw: string) => T): Parser<T> {
+  return { allowed, parse };
+}
+
+export const port = parser('an integer from 1 to 65535', (raw) => {
+  const n = /^\d{1,5}$/.test(raw.trim()) ? Number(raw) : NaN;
+  if (!(n >= 1 && n <= 65535)) throw new ValueError();
+  return n;
+});
+
+/** Comma-separated ports; repeated flags are joined with commas before parsing. */
+export const ports = parser('comma-separated integers from 1 to 65535', (raw) =>
+  raw.trim() === '' ? [] : raw.split(',').map((part) => port.parse(part)),
+);
+
+export function intRange(min: number, max: number): Parser<number> {
+  return parser(`an integer from ${min} to ${max}`, (raw) => {
+    const n = /^-?\d+$/.test(raw.trim()) ? Number(raw) : NaN;
+    if (!(n >= min && n <= max)) throw new ValueError();
+    return n;
+  });
+}
+
+export const ratio = parser('a number from 0 to 1', (raw) => {
+  const n = /^\s*(\d+(\.\d*)?|\.\d+)\s*$/.test(raw) ? Number(raw) : NaN;
+  if (!(n >= 0 && n <= 1)) throw new ValueError();
+  return n;
+});
+
+export function oneOf<const T extends string>(...values: T[]): Parser<T> {
+  return parser(`one of ${values.join(', ')}`, (raw) => {
+    const v = raw.trim() as T;
+    if (!values.includes(v)) throw new ValueError();
+    return v;
+  });
+}
+
+export const bool = parser('true or false', (raw) => {
+  const v = raw.trim().toLowerCase();
+  if (v === 'true' || v === 'enabled') return true;
+  if (v === 'false' || v === 'disabled') return false;
+  throw new ValueError();
+});
+
+export const nonEmpty = parser('a non-empty string', (raw) => {
+  if (raw.trim() === '') throw new ValueError();
+  return raw.trim();
+});
+
+/** Comma-separated ports or ranges, as Istio's and Linkerd's exclusion annotations take them. */
+export const portList = parser('comma-separated ports or ranges such as 25,8000-8100', (raw) => {
+  if (raw.trim() === '') return [];
+  return raw.split(',').map((part) => {
+    const m = /^\s*(\d{1,5})(?:-(\d{1,5}))?\s*$/.exec(part);
+    const lo = Number(m?.[1]);
+    const hi = m?.[2] === undefined ? lo : Number(m[2]);
+    if (!m || lo < 1 || hi > 65535 || lo > hi) throw new ValueError();
+    return lo === hi ? String(lo) : `${lo}:${hi}`;
+  });
+});
+
+export const cidrList = parser('comma-separated CIDRs such as 10.0.0.0/8,fd00::/8', (raw) => {
+  if (raw.trim() === '') return [];
+  return raw.split(',').map((part) => {
+    const [ip = '', bits, extra] = part.trim().split('/');
+    const family = isIP(ip);
+    const max = family === 6 ? 128 : 32;
+    const n = bits !== undefined && /^\d{1,3}$/.test(bits) ? Number(bits) : NaN;
+    if (family === 0 || extra !== undefined || !(n >= 0 && n <= max)) throw new ValueError();
+    return `${ip}/${n}`;
+  });
+});
+
+/** Kubernetes resource quantities (CPU "100m", memory "64Mi"). */
+export const quantity = parser('a Kubernetes quantity such as 100m, 0.5, 64Mi or 1Gi', (raw) => {
+  if (!/^\+?(\d+(\.\d*)?|\.\d+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|e\d+)?$/.test(raw.trim()))
+    throw new ValueError();
+  return raw.trim();
+});
+
+export const source = parser('kube or file:PATH', (raw) => {
+  const v = raw.trim();
+  if (v === 'kube') return { kind: 'kube' as const };
+  if (v.startsWith('file:') && v.length > 5) return { kind: 'file' as const, path: v.slice(5) };
+  throw new ValueError();
+});
+
+export const url = parser('an http:// or https:// URL', (raw) => {
+  try {
+    const u = new URL(raw.trim());
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new ValueError();
+    return u.toString();
+  } catch {
+    throw new ValueError();
+  }
+});
+
+/** Runs a parser and turns its failure into the one error shape users see. */
+export function parseValue<T>(p: Parser<T>, key: string, raw: string, origin: string): T {
+  try {
+    return p.parse(raw);
+  } catch (e) {
+    if (!(e instanceof ValueError)) throw e;
+    throw new OutriggerError(
+      'config_invalid',
+      `invalid ${origin} ${key}=${JSON.stringify(raw)}: expected ${p.allowed}`,
+    );
+  }
+}
