@@ -1,0 +1,95 @@
+/**
+ * The narrow port through which tracing and metrics watch proxy hops. The proxy owns it; the
+ * tracing engineer implements it in src/tracing/ and app.ts wires implementations together with
+ * combineObservers(). The proxy calls it on every request, so implementations must be cheap and
+ * must never throw (a collector that is down costs spans, never requests).
+ */
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+
+export type Direction = 'ingress' | 'egress';
+
+export interface HopStart {
+  direction: Direction;
+  method: string;
+  /** Origin-form target (path and query) as the client sent it. */
+  target: string;
+  /** The authority the request was addressed to (Host, absolute-form or CONNECT target). */
+  authority: string;
+  /** Incoming request headers, for context extraction (W3C traceparent, B3, uber-trace-id). */
+  headers: IncomingHttpHeaders;
+  /** The downstream peer's address. */
+  peerAddress?: string;
+  /** 'http' for proxied requests, 'tcp' for opaque streams and CONNECT tunnels. */
+  protocol: 'http' | 'tcp';
+}
+
+export interface HopEnd {
+  /** HTTP status sent downstream; 0 for TCP streams and for requests aborted before a status. */
+  status: number;
+  /** Stable OutriggerError code when the proxy itself failed the request (x-outrigger-error). */
+  errorCode?: string;
+  /** Free-text cause, for span events and debug logs; never includes secrets. */
+  errorMessage?: string;
+}
+
+export interface Hop {
+  /** The Service the hop was routed to ("ns/name"); absent for fallback and ingress hops. */
+  setService(service: string): void;
+  /** The endpoint picked for the current attempt (called again on each retry). */
+  setEndpoint(address: string, port: number): void;
+  /** An attempt failed and another is being made; reason is an error code or 'status:503'. */
+  addRetry(reason: string): void;
+  /** The route came from last-known-good (stale) discovery data. */
+  setStale(stale: boolean): void;
+  /** Adds propagation headers to the upstream request; called once per attempt. */
+  inject(headers: OutgoingHttpHeaders): void;
+  /** Exactly once per hop. */
+  end(result: HopEnd): void;
+}
+
+export interface HopObserver {
+  startHop(info: HopStart): Hop;
+}
+
+const noopHop: Hop = {
+  setService: () => {},
+  setEndpoint: () => {},
+  addRetry: () => {},
+  setStale: () => {},
+  inject: () => {},
+  end: () => {},
+};
+
+export const noopObserver: HopObserver = { startHop: () => noopHop };
+
+/** Fans each hop out to several observers; one that throws is isolated from the request. */
+export function combineObservers(...observers: HopObserver[]): HopObserver {
+  if (observers.length === 0) return noopObserver;
+  if (observers.length === 1 && observers[0]) return observers[0];
+  return {
+    startHop(info) {
+      const hops = observers.map((o) => guard(() => o.startHop(info)) ?? noopHop);
+      const each =
+        <A extends unknown[]>(f: (h: Hop, ...a: A) => void) =>
+        (...a: A): void => {
+          for (const h of hops) guard(() => f(h, ...a));
+        };
+      return {
+        setService: each((h, s: string) => h.setService(s)),
+        setEndpoint: each((h, a: string, p: number) => h.setEndpoint(a, p)),
+        addRetry: each((h, r: string) => h.addRetry(r)),
+        setStale: each((h, s: boolean) => h.setStale(s)),
+        inject: each((h, headers: OutgoingHttpHeaders) => h.inject(headers)),
+        end: each((h, r: HopEnd) => h.end(r)),
+      };
+    },
+  };
+}
+
+function guard<T>(f: () => T): T | undefined {
+  try {
+    return f();
+  } catch {
+    return undefined;
+  }
+}
