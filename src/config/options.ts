@@ -290,6 +290,32 @@ export const options = {
     describe: 'sidecar memory request and limit',
     scope: 'inject',
   }),
+  proxyImage: opt({
+    flag: '--proxy-image <image>',
+    env: 'OUTRIGGER_PROXY_IMAGE',
+    parser: p.nonEmpty,
+    default: 'ghcr.io/outrigger-mesh/outrigger:0.1.0',
+    describe: 'image of the injected sidecar and iptables init container',
+    scope: 'inject',
+  }),
+  proxyUid: opt({
+    flag: '--proxy-uid <uid>',
+    env: 'OUTRIGGER_PROXY_UID',
+    parser: p.intRange(1, 2_147_483_647),
+    default: 2102,
+    describe: "the sidecar's user id; the iptables rules let this user's traffic out unredirected",
+    scope: 'inject',
+  }),
+  nativeSidecar: opt({
+    flag: '--native-sidecar <bool>',
+    env: 'OUTRIGGER_NATIVE_SIDECAR',
+    annotation: a('native-sidecar'),
+    parser: p.bool,
+    default: true,
+    describe:
+      'inject as a native sidecar (Kubernetes 1.29+); false: a first app container that holds the app until ready',
+    scope: 'inject',
+  }),
 } as const;
 
 export type OptionName = keyof typeof options;
