@@ -144,9 +144,19 @@ export const options = {
     env: 'OUTRIGGER_TRACE_ENDPOINT',
     annotation: a('trace-collector'),
     parser: p.url,
+    default: 'http://jaeger-collector.observability:4318/',
+    describe:
+      'OTLP/HTTP collector base URL (/v1/traces is appended); default the Jaeger collector Service',
+    scope: 'proxy',
+  }),
+  serviceName: opt<string | undefined>({
+    flag: '--service-name <name>',
+    env: 'OUTRIGGER_SERVICE_NAME',
+    annotation: a('service-name'),
+    parser: p.nonEmpty,
     default: undefined,
     describe:
-      'OTLP/HTTP collector base URL, e.g. http://jaeger-collector.observability:4318 (off when unset)',
+      'service.name of spans (default: label app.kubernetes.io/name, else label app, else the workload)',
     scope: 'proxy',
   }),
   traceSampling: opt({
