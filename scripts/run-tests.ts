@@ -11,6 +11,16 @@ const suites: { name: string; pattern: string; concurrency: number }[] = [
 
 const only = process.argv.slice(2);
 let failed = false;
+
+// Integration and e2e tests need the Go-built test binaries. Building is idempotent (seconds when
+// cached) and shows progress on a cold build; without Go the tests skip locally and fail in CI.
+if (only.length === 0 || only.some((s) => s !== 'unit')) {
+  const build = spawnSync('bash', ['scripts/test-cluster', 'build'], { stdio: 'inherit' });
+  if (build.status !== 0) {
+    process.stderr.write('scripts/test-cluster build failed: integration tests will fail or skip\n');
+    if (process.env.CI === 'true') failed = true;
+  }
+}
 for (const suite of suites) {
   if (only.length > 0 && !only.includes(suite.name)) continue;
   const files = globSync(suite.pattern).sort();
