@@ -22,7 +22,8 @@ export type ErrorCode =
   | 'bad_request'
   | 'headers_too_large'
   | 'request_timeout'
-  | 'admission_invalid';
+  | 'admission_invalid'
+  | 'source_invalid';
 
 export class OutriggerError extends Error {
   readonly code: ErrorCode;
