@@ -1,0 +1,84 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { FakeResolver } from '../../../src/discovery/fake-resolver.ts';
+import { Router } from '../../../src/routing/router.ts';
+import { ep, service } from './fixtures.ts';
+
+function setup() {
+  const resolver = new FakeResolver();
+  const router = new Router({ resolver, namespace: 'own', clusterDomain: 'cluster.local', waitMs: 0 });
+  return { resolver, router };
+}
+
+test('a Service name routes to the endpoints of the matching port, by port name', async () => {
+  const { resolver, router } = setup();
+  resolver.set(
+    service('prod', 'web', {
+      ports: [
+        { name: 'http', port: 80, protocol: 'TCP' },
+        { name: 'admin', port: 9000, protocol: 'TCP' },
+      ],
+      eps: { http: [ep('10.0.0.1', 8080)], admin: [ep('10.0.0.1', 9090)] },
+    }),
+  );
+  const r = await router.route({ host: 'web.prod', defaultPort: 80 });
+  assert.equal(r.kind, 'service');
+  assert.equal(r.kind === 'service' && r.endpoints[0]?.port, 8080);
+  const admin = await router.route({ host: 'web.prod.svc.cluster.local', port: 9000, defaultPort: 80 });
+  assert.equal(admin.kind === 'service' && admin.endpoints[0]?.port, 9090);
+  assert.equal(admin.kind === 'service' && admin.serviceKey, 'prod/web');
+});
+
+test('short names use the own namespace', async () => {
+  const { resolver, router } = setup();
+  resolver.set(service('own', 'web'));
+  assert.equal((await router.route({ host: 'web', defaultPort: 80 })).kind, 'service');
+});
+
+test('ClusterIP:port routes through the ClusterIP index', async () => {
+  const { resolver, router } = setup();
+  resolver.set(service('prod', 'web', { clusterIPs: ['10.96.0.7'] }));
+  const r = await router.route({ host: '10.96.0.7', port: 80, defaultPort: 80 });
+  assert.equal(r.kind === 'service' && r.serviceKey, 'prod/web');
+  const other = await router.route({ host: '10.1.2.3', port: 80, defaultPort: 80 });
+  assert.deepEqual(other, { kind: 'passthrough', host: '10.1.2.3', port: 80, reason: 'not_a_service' });
+});
+
+test('unknown, absent, ExternalName and unknown ports pass through with a reason', async () => {
+  const { resolver, router } = setup();
+  resolver.absent.add('prod/gone');
+  resolver.set(service('prod', 'ext', { type: 'ExternalName', externalName: 'api.example.com', eps: {} }));
+  resolver.set(service('prod', 'web'));
+  const reason = async (host: string, port?: number) => {
+    const r = await router.route({ host, defaultPort: 80, ...(port ? { port } : {}) });
+    return r.kind === 'passthrough' ? r.reason : r.kind;
+  };
+  assert.equal(await reason('gone.prod'), 'not_a_service');
+  assert.equal(await reason('never.prod'), 'no_discovery_data');
+  assert.equal(await reason('example.com.au.x.y'), 'not_a_service');
+  assert.equal(await reason('ext.prod'), 'external_name');
+  assert.equal(await reason('web.prod', 81), 'unknown_port');
+  const ext = await router.route({ host: 'ext.prod', port: 443, defaultPort: 80 });
+  assert.equal(ext.kind === 'passthrough' && `${ext.host}:${ext.port}`, 'api.example.com:443');
+});
+
+test('zero ready endpoints is a known Service with an empty list; stale data is flagged', async () => {
+  const { resolver, router } = setup();
+  resolver.set(service('prod', 'empty', { eps: { http: [] } }), true);
+  const r = await router.route({ host: 'empty.prod', defaultPort: 80 });
+  assert.equal(r.kind, 'service');
+  assert.equal(r.kind === 'service' && r.endpoints.length, 0);
+  assert.equal(r.kind === 'service' && r.stale, true);
+});
+
+test('a headless hostname selects that one endpoint', async () => {
+  const { resolver, router } = setup();
+  resolver.set(
+    service('prod', 'db', {
+      headless: true,
+      eps: { http: [ep('10.0.0.1', 5432, { hostname: 'db-0' }), ep('10.0.0.2', 5432, { hostname: 'db-1' })] },
+    }),
+  );
+  const r = await router.route({ host: 'db-1.db.prod.svc.cluster.local', defaultPort: 80 });
+  assert.deepEqual(r.kind === 'service' && r.endpoints.map((e) => e.address), ['10.0.0.2']);
+});
