@@ -1,0 +1,81 @@
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import {
+  ROOT_CONTEXT,
+  trace,
+  type Context,
+  type TextMapGetter,
+  type TextMapPropagator,
+  type TextMapSetter,
+} from '@opentelemetry/api';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { B3InjectEncoding, B3Propagator } from '@opentelemetry/propagator-b3';
+import { JaegerPropagator, UBER_TRACE_ID } from './jaeger-propagator.ts';
+
+/** The header formats Outrigger reads and writes. */
+export type Format = 'w3c' | 'b3-single' | 'b3-multi' | 'jaeger';
+export const formats: readonly Format[] = ['w3c', 'b3-single', 'b3-multi', 'jaeger'];
+
+/** What a request carried: the parent context to continue and the formats it was written in. */
+export interface Extracted {
+  context: Context;
+  /** Formats whose headers were present (even if another format's context was used). */
+  present: readonly Format[];
+}
+
+const propagators: Record<Format, TextMapPropagator> = {
+  w3c: new W3CTraceContextPropagator(),
+  'b3-single': new B3Propagator({ injectEncoding: B3InjectEncoding.SINGLE_HEADER }),
+  'b3-multi': new B3Propagator({ injectEncoding: B3InjectEncoding.MULTI_HEADER }),
+  jaeger: new JaegerPropagator(),
+};
+
+/** The header whose presence says a request was written in a format. */
+const marker: Record<Format, string> = {
+  w3c: 'traceparent',
+  'b3-single': 'b3',
+  'b3-multi': 'x-b3-traceid',
+  jaeger: UBER_TRACE_ID,
+};
+
+const getter: TextMapGetter<IncomingHttpHeaders> = {
+  get: (carrier, key) => carrier[key],
+  keys: (carrier) => Object.keys(carrier),
+};
+
+const setter: TextMapSetter<OutgoingHttpHeaders> = {
+  set: (carrier, key, value) => void (carrier[key] = value),
+};
+
+/**
+ * Extracts the parent context from the first valid format in priority order: W3C (the standard),
+ * then B3 single, B3 multi, then Jaeger. Linkerd and Istio's Zipkin mode also prefer W3C when a
+ * request carries several. A malformed header of one format does not hide a valid one of another.
+ */
+export function extract(headers: IncomingHttpHeaders): Extracted {
+  const present = formats.filter((f) => headers[marker[f]] !== undefined);
+  for (const f of present) {
+    const ctx = propagators[f].extract(ROOT_CONTEXT, headers, getter);
+    if (trace.getSpanContext(ctx)) return { context: ctx, present };
+  }
+  return { context: ROOT_CONTEXT, present };
+}
+
+/**
+ * Writes the span's context in every format the incoming request used, so an app that speaks B3
+ * or Jaeger keeps receiving what it understands and no stale header of another format survives
+ * to mislead the next hop. A request that carried none gets `fallback` (W3C by default).
+ */
+export function inject(
+  ctx: Context,
+  present: readonly Format[],
+  headers: OutgoingHttpHeaders,
+  fallback: readonly Format[] = ['w3c'],
+): void {
+  const targets = present.length > 0 ? present : fallback;
+  for (const f of targets) {
+    // B3 multi has an optional parent-span-id header that the propagator never writes; a copy
+    // forwarded from the incoming request would name the wrong parent.
+    if (f === 'b3-multi') delete headers['x-b3-parentspanid'];
+    propagators[f].inject(ctx, headers, setter);
+  }
+}
