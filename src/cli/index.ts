@@ -1,4 +1,5 @@
 import { Command } from 'commander';
+import { iptablesCommand } from './iptables.ts';
 
 /** The `outrigger` command tree (DESIGN.md section 1). Each subcommand lives in its own file. */
 export function buildCli(): Command {
@@ -13,5 +14,6 @@ export function buildCli(): Command {
       if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') process.exit(0);
       process.exit(err.exitCode === 0 ? 0 : 2);
     });
+  program.addCommand(iptablesCommand());
   return program;
 }

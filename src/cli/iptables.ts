@@ -1,0 +1,55 @@
+// `outrigger iptables`: what the transparent-capture init container runs. It reads the same
+// option table as the sidecar (flags and OUTRIGGER_* variables), so the ports it redirects to
+// are the ports the proxy listens on.
+import { Command } from 'commander';
+import { loadConfig } from '../config/load.ts';
+import { options, type OptionName } from '../config/options.ts';
+import { applyCapture, ipv6Available } from '../proxy/capture/apply.ts';
+import { captureSpecFromConfig, renderRules, type Family } from '../proxy/capture/iptables.ts';
+
+const CAPTURE_OPTIONS = [
+  'egressPort',
+  'ingressPort',
+  'adminPort',
+  'proxyUid',
+  'excludeInboundPorts',
+  'excludeOutboundPorts',
+  'excludeInboundCidrs',
+  'excludeOutboundCidrs',
+] as const satisfies readonly OptionName[];
+
+interface Flags {
+  dryRun?: boolean;
+  ipv6: boolean;
+  [name: string]: unknown;
+}
+
+export function iptablesCommand(): Command {
+  const cmd = new Command('iptables')
+    .description(
+      'load the transparent-capture rules (IPv4 and IPv6) into this network namespace; needs NET_ADMIN and NET_RAW',
+    )
+    .option('--dry-run', 'print the iptables-restore input instead of applying it')
+    .option('--no-ipv6', 'leave ip6tables alone (default: applied when the kernel has IPv6)');
+  for (const name of CAPTURE_OPTIONS) {
+    const spec = options[name];
+    const shown = Array.isArray(spec.default) ? spec.default.join(',') || 'none' : String(spec.default);
+    cmd.option(spec.flag, `${spec.describe} (env ${spec.env}; default ${shown})`);
+  }
+  return cmd.action((flags: Flags) => run(flags));
+}
+
+function run(flags: Flags): void {
+  const raw: Partial<Record<OptionName, string>> = {};
+  for (const name of CAPTURE_OPTIONS) if (typeof flags[name] === 'string') raw[name] = flags[name];
+  const spec = captureSpecFromConfig(loadConfig({ flags: raw, env: process.env }));
+  const families: Family[] = flags.ipv6 && (flags.dryRun || ipv6Available()) ? [4, 6] : [4];
+  if (flags.dryRun) {
+    for (const family of families) process.stdout.write(renderRules(spec, family));
+    return;
+  }
+  applyCapture(spec, { families });
+  process.stderr.write(
+    `outrigger: capture rules applied (IPv${families.join(' and IPv')}): outbound TCP -> ${spec.egressPort}, inbound TCP -> ${spec.ingressPort} except ${spec.adminPort}\n`,
+  );
+}
