@@ -1,5 +1,7 @@
 import { Command } from 'commander';
+import { injectCommand } from './inject.ts';
 import { iptablesCommand } from './iptables.ts';
+import { webhookCommand } from './webhook.ts';
 
 /** The `outrigger` command tree (DESIGN.md section 1). Each subcommand lives in its own file. */
 export function buildCli(): Command {
@@ -15,5 +17,7 @@ export function buildCli(): Command {
       process.exit(err.exitCode === 0 ? 0 : 2);
     });
   program.addCommand(iptablesCommand());
+  program.addCommand(injectCommand());
+  program.addCommand(webhookCommand());
   return program;
 }

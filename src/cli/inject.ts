@@ -1,0 +1,76 @@
+import { readFile } from 'node:fs/promises';
+import { Command, Option } from 'commander';
+import { injectManifests } from '../injector/manifests.ts';
+import { injectorSettings } from '../injector/settings.ts';
+import { loadConfig } from '../config/load.ts';
+import { options, type Config, type OptionName } from '../config/options.ts';
+
+/**
+ * The options that shape an injected pod, as flags of `outrigger inject` and `outrigger webhook`,
+ * straight from the one table. They set mesh-wide defaults; a pod's annotations still win.
+ */
+const shaping = (Object.keys(options) as OptionName[]).filter(
+  (n) => n !== 'inject' && (options[n].scope === 'inject' || n === 'capture'),
+);
+
+export function addInjectionOptions(cmd: Command): Command {
+  for (const name of shaping) {
+    const spec = options[name];
+    cmd.addOption(new Option(spec.flag, `${spec.describe} (env ${spec.env})`));
+  }
+  return cmd;
+}
+
+/** Flags over OUTRIGGER_* environment over built-in defaults, validated by the shared loader. */
+export function injectionDefaults(opts: Record<string, unknown>): Config {
+  const flags: Partial<Record<OptionName, string>> = {};
+  for (const name of shaping) if (typeof opts[name] === 'string') flags[name] = opts[name];
+  return loadConfig({ flags, env: process.env });
+}
+
+interface InjectFlags extends Record<string, unknown> {
+  filename: string[];
+  namespace: string;
+  podSecurity?: string;
+}
+
+async function readInput(file: string): Promise<string> {
+  if (file !== '-') return readFile(file, 'utf8');
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/** `outrigger inject -f FILE`: the webhook's mutation, offline, YAML in and YAML out. */
+export function injectCommand(): Command {
+  const cmd = new Command('inject')
+    .description('inject the sidecar into the pod templates of Kubernetes manifests (YAML, multi-document)')
+    .requiredOption('-f, --filename <file...>', "manifest files, '-' for stdin")
+    .option('-n, --namespace <ns>', 'namespace of objects that name none', 'default')
+    .addOption(
+      new Option('--pod-security <level>', 'Pod Security level the target namespace enforces').choices([
+        'privileged',
+        'baseline',
+        'restricted',
+      ]),
+    );
+  addInjectionOptions(cmd);
+  return cmd.action(async (flags: InjectFlags) => {
+    const settings = injectorSettings(injectionDefaults(flags));
+    const labels: Record<string, string> = flags.podSecurity
+      ? { 'pod-security.kubernetes.io/enforce': flags.podSecurity }
+      : {};
+    const outputs: string[] = [];
+    for (const file of flags.filename) {
+      const text = await readInput(file);
+      const { output, notes } = injectManifests(text, {
+        settings,
+        namespace: flags.namespace,
+        namespaceLabels: labels,
+      });
+      for (const n of notes) process.stderr.write(`${file}: ${n}\n`);
+      outputs.push(output);
+    }
+    process.stdout.write(outputs.filter((o) => o !== '').join('---\n'));
+  });
+}

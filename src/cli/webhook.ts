@@ -1,0 +1,85 @@
+import { Command, Option } from 'commander';
+import { startWebhookServer } from '../injector/server.ts';
+import { injectorSettings } from '../injector/settings.ts';
+import { systemClock } from '../shared/clock.ts';
+import { OutriggerError } from '../shared/errors.ts';
+import { createLogger, type LogLevel } from '../shared/log.ts';
+import { addInjectionOptions, injectionDefaults } from './inject.ts';
+
+interface WebhookFlags extends Record<string, unknown> {
+  listen: string;
+  tlsCert: string;
+  tlsKey: string;
+  webhookNamespace?: string;
+  shutdownDelaySeconds: string;
+}
+
+function parseListen(listen: string): { host: string; port: number } {
+  const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d{1,5})$/.exec(listen);
+  const port = Number(m?.[3]);
+  if (!m || port < 0 || port > 65535)
+    throw new OutriggerError(
+      'config_invalid',
+      `invalid flag --listen=${JSON.stringify(listen)}: expected HOST:PORT`,
+    );
+  return { host: m[1] ?? (m[2] || '0.0.0.0'), port };
+}
+
+/** `outrigger webhook`: the mutating admission webhook (Deployment, 2+ replicas). */
+export function webhookCommand(): Command {
+  const cmd = new Command('webhook')
+    .description('serve the mutating admission webhook (AdmissionReview v1 over TLS)')
+    .addOption(
+      new Option('--listen <host:port>', 'HTTPS listen address')
+        .env('OUTRIGGER_WEBHOOK_LISTEN')
+        .default('0.0.0.0:8443'),
+    )
+    .addOption(
+      new Option('--tls-cert <file>', 'serving certificate (PEM), reloaded when it changes')
+        .env('OUTRIGGER_WEBHOOK_TLS_CERT')
+        .default('/etc/outrigger/webhook-tls/tls.crt'),
+    )
+    .addOption(
+      new Option('--tls-key <file>', 'serving key (PEM), reloaded with the certificate')
+        .env('OUTRIGGER_WEBHOOK_TLS_KEY')
+        .default('/etc/outrigger/webhook-tls/tls.key'),
+    )
+    .addOption(
+      new Option('--webhook-namespace <ns>', "the webhook's own namespace, never injected").env(
+        'POD_NAMESPACE',
+      ),
+    )
+    .addOption(
+      new Option('--shutdown-delay-seconds <s>', 'keep serving after SIGTERM while endpoints update')
+        .env('OUTRIGGER_WEBHOOK_SHUTDOWN_DELAY_SECONDS')
+        .default('5'),
+    );
+  addInjectionOptions(cmd);
+  return cmd.action(async (flags: WebhookFlags) => {
+    const defaults = injectionDefaults(flags);
+    const { host, port } = parseListen(flags.listen);
+    const delay = Number(flags.shutdownDelaySeconds);
+    if (!Number.isInteger(delay) || delay < 0 || delay > 300)
+      throw new OutriggerError(
+        'config_invalid',
+        `invalid flag --shutdown-delay-seconds=${JSON.stringify(flags.shutdownDelaySeconds)}: expected an integer from 0 to 300`,
+      );
+    const log = createLogger({ level: defaults.logLevel as LogLevel, base: { component: 'webhook' } });
+    const server = await startWebhookServer({
+      host,
+      port,
+      certFile: flags.tlsCert,
+      keyFile: flags.tlsKey,
+      settings: injectorSettings(defaults, flags.webhookNamespace),
+      log,
+      clock: systemClock,
+    });
+    const stop = (signal: string): void => {
+      log.info('shutting down', { signal, delaySeconds: delay });
+      // Keep answering until the Service's endpoints drop this replica, then stop.
+      setTimeout(() => void server.close().then(() => process.exit(0)), delay * 1000);
+    };
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once('SIGINT', () => stop('SIGINT'));
+  });
+}

@@ -1,0 +1,217 @@
+import type { Config } from '../config/options.ts';
+import type { Container, EnvVar } from './types.ts';
+
+/** Names of everything the injector adds; also how a second injection recognises the first. */
+export const SIDECAR_NAME = 'outrigger-proxy';
+export const INIT_NAME = 'outrigger-init';
+export const VOLUMES = {
+  token: 'outrigger-token',
+  podInfo: 'outrigger-podinfo',
+  snapshot: 'outrigger-snapshot',
+  xtables: 'outrigger-xtables',
+} as const;
+export const SNAPSHOT_DIR = '/var/run/outrigger/snapshot';
+
+/**
+ * Kubernetes' projected-token minimum is 600 s and exactly 3607 s is silently extended to a year
+ * (security.md section 2.1), so one hour it is; the sidecar re-reads the file as kubelet rotates it.
+ */
+export const TOKEN_EXPIRATION_SECONDS = 3600;
+
+export type Capture = 'transparent' | 'explicit';
+
+export interface SidecarInputs {
+  config: Config;
+  capture: Capture;
+  native: boolean;
+  appPorts: number[];
+  serviceName: string;
+}
+
+const field = (name: string, fieldPath: string): EnvVar => ({
+  name,
+  valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath } },
+});
+
+/** The restricted Pod Security Standard, plus a read-only root (security.md section 3). */
+function restrictedSecurityContext(uid: number): Record<string, unknown> {
+  return {
+    runAsUser: uid,
+    runAsGroup: uid,
+    runAsNonRoot: true,
+    allowPrivilegeEscalation: false,
+    readOnlyRootFilesystem: true,
+    capabilities: { drop: ['ALL'] },
+    seccompProfile: { type: 'RuntimeDefault' },
+  };
+}
+
+const probe = (path: string, port: number, periodSeconds: number, failureThreshold: number) => ({
+  httpGet: { path, port },
+  periodSeconds,
+  failureThreshold,
+  timeoutSeconds: 1,
+});
+
+/**
+ * Without native sidecars, Kubernetes starts containers in order and waits for each postStart
+ * hook, so a hook that polls /readyz holds the app containers until the proxy can route. The image
+ * has node and nothing else, hence a one-line script rather than curl.
+ */
+function holdUntilReady(adminPort: number): string {
+  return (
+    `const d=Date.now()+120e3;const f=()=>fetch('http://127.0.0.1:${adminPort}/readyz')` +
+    `.then(r=>{if(!r.ok)throw 0}).catch(()=>{if(Date.now()>d)process.exit(1);return new Promise(s=>setTimeout(s,250)).then(f)});f()`
+  );
+}
+
+function sidecarEnv({ config, capture, appPorts, serviceName }: SidecarInputs): EnvVar[] {
+  const env: EnvVar[] = [
+    field('POD_NAME', 'metadata.name'),
+    field('POD_NAMESPACE', 'metadata.namespace'),
+    field('POD_IP', 'status.podIP'),
+    field('NODE_NAME', 'spec.nodeName'),
+    field('POD_SERVICE_ACCOUNT', 'spec.serviceAccountName'),
+    // The capture mode was decided at injection (and may differ from the annotation, see the
+    // Pod Security fallback), so it is pinned here: env beats the annotation in the sidecar.
+    { name: 'OUTRIGGER_CAPTURE', value: capture },
+    { name: 'OUTRIGGER_TOKEN_DIR', value: config.tokenDir },
+    { name: 'OUTRIGGER_POD_INFO_DIR', value: config.podInfoDir },
+  ];
+  if (appPorts.length > 0) env.push({ name: 'OUTRIGGER_APP_PORTS', value: appPorts.join(',') });
+  if (config.snapshotEnabled) env.push({ name: 'OUTRIGGER_SNAPSHOT', value: `${SNAPSHOT_DIR}/discovery.pb` });
+  env.push(
+    { name: 'OTEL_SERVICE_NAME', value: serviceName },
+    {
+      name: 'OTEL_RESOURCE_ATTRIBUTES',
+      value: 'k8s.pod.name=$(POD_NAME),k8s.namespace.name=$(POD_NAMESPACE),k8s.node.name=$(NODE_NAME)',
+    },
+  );
+  return env;
+}
+
+export function sidecarContainer(inputs: SidecarInputs): Container {
+  const { config, native } = inputs;
+  const mounts = [
+    { name: VOLUMES.token, mountPath: config.tokenDir, readOnly: true },
+    { name: VOLUMES.podInfo, mountPath: config.podInfoDir, readOnly: true },
+    ...(config.snapshotEnabled ? [{ name: VOLUMES.snapshot, mountPath: SNAPSHOT_DIR }] : []),
+  ];
+  return {
+    name: SIDECAR_NAME,
+    image: config.proxyImage,
+    imagePullPolicy: 'IfNotPresent',
+    args: ['proxy'],
+    ...(native ? { restartPolicy: 'Always' } : {}),
+    ports: [{ name: 'outrigger-admin', containerPort: config.adminPort, protocol: 'TCP' }],
+    env: sidecarEnv(inputs),
+    resources: {
+      requests: { cpu: config.proxyCpu, memory: config.proxyMemory },
+      limits: { memory: config.proxyMemory },
+    },
+    securityContext: restrictedSecurityContext(config.proxyUid),
+    // Native sidecars: the next containers start once the startup probe passes (Linkerd does the same).
+    ...(native ? { startupProbe: probe('/readyz', config.adminPort, 1, 120) } : {}),
+    readinessProbe: probe('/readyz', config.adminPort, 5, 3),
+    livenessProbe: probe('/healthz', config.adminPort, 10, 3),
+    ...(native
+      ? {}
+      : {
+          lifecycle: {
+            postStart: { exec: { command: ['node', '-e', holdUntilReady(config.adminPort)] } },
+          },
+        }),
+    volumeMounts: mounts,
+    terminationMessagePolicy: 'FallbackToLogsOnError',
+  };
+}
+
+/** Lists go through the environment in the same syntax the annotation takes. */
+const list = (values: string[]): string => values.map((v) => v.replace(':', '-')).join(',');
+
+/**
+ * The iptables step: the only part that needs NET_ADMIN/NET_RAW and root, which is why a namespace
+ * that enforces the baseline or restricted level gets explicit mode instead.
+ */
+export function initContainer(config: Config): Container {
+  const env: EnvVar[] = [
+    { name: 'OUTRIGGER_PROXY_UID', value: String(config.proxyUid) },
+    { name: 'OUTRIGGER_EGRESS_PORT', value: String(config.egressPort) },
+    { name: 'OUTRIGGER_INGRESS_PORT', value: String(config.ingressPort) },
+    { name: 'OUTRIGGER_ADMIN_PORT', value: String(config.adminPort) },
+  ];
+  const lists: [string, string[]][] = [
+    ['OUTRIGGER_EXCLUDE_INBOUND_PORTS', config.excludeInboundPorts],
+    ['OUTRIGGER_EXCLUDE_OUTBOUND_PORTS', config.excludeOutboundPorts],
+    ['OUTRIGGER_EXCLUDE_INBOUND_CIDRS', config.excludeInboundCidrs],
+    ['OUTRIGGER_EXCLUDE_OUTBOUND_CIDRS', config.excludeOutboundCidrs],
+  ];
+  for (const [name, values] of lists) if (values.length > 0) env.push({ name, value: list(values) });
+  return {
+    name: INIT_NAME,
+    image: config.proxyImage,
+    imagePullPolicy: 'IfNotPresent',
+    args: ['iptables'],
+    env,
+    resources: { requests: { cpu: '10m', memory: '32Mi' }, limits: { memory: '128Mi' } },
+    securityContext: {
+      runAsUser: 0,
+      runAsGroup: 0,
+      runAsNonRoot: false,
+      privileged: false,
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { add: ['NET_ADMIN', 'NET_RAW'], drop: ['ALL'] },
+      seccompProfile: { type: 'RuntimeDefault' },
+    },
+    // iptables takes its lock under /run, which a read-only root filesystem does not allow.
+    volumeMounts: [{ name: VOLUMES.xtables, mountPath: '/run' }],
+    terminationMessagePolicy: 'FallbackToLogsOnError',
+  };
+}
+
+export function volumes(config: Config, capture: Capture): { name: string; [k: string]: unknown }[] {
+  const out: { name: string; [k: string]: unknown }[] = [
+    {
+      // The sidecar's own token, so the app's automountServiceAccountToken choice stays intact.
+      // No subPath anywhere: a subPath mount never sees kubelet's rotations.
+      name: VOLUMES.token,
+      projected: {
+        sources: [
+          { serviceAccountToken: { path: 'token', expirationSeconds: TOKEN_EXPIRATION_SECONDS } },
+          { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } },
+          {
+            downwardAPI: {
+              items: [{ path: 'namespace', fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } }],
+            },
+          },
+        ],
+      },
+    },
+    {
+      name: VOLUMES.podInfo,
+      downwardAPI: {
+        items: [
+          { path: 'labels', fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.labels' } },
+          { path: 'annotations', fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.annotations' } },
+        ],
+      },
+    },
+  ];
+  if (config.snapshotEnabled) out.push({ name: VOLUMES.snapshot, emptyDir: { sizeLimit: '64Mi' } });
+  if (capture === 'transparent')
+    out.push({ name: VOLUMES.xtables, emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } });
+  return out;
+}
+
+/** Explicit mode: the app's HTTP clients send plain-HTTP requests to the egress listener. */
+export function proxyEnv(config: Config): EnvVar[] {
+  const proxy = `http://127.0.0.1:${config.egressPort}`;
+  const noProxy = ['localhost', '127.0.0.1', '::1', ...config.excludeOutboundCidrs].join(',');
+  return [
+    { name: 'HTTP_PROXY', value: proxy },
+    { name: 'http_proxy', value: proxy },
+    { name: 'NO_PROXY', value: noProxy },
+    { name: 'no_proxy', value: noProxy },
+  ];
+}
