@@ -1,0 +1,254 @@
+import { Backoff, defaultBackoff, type BackoffPolicy } from '../shared/backoff.ts';
+import type { Clock, Random, Timer } from '../shared/clock.ts';
+import { errorMessage } from '../shared/errors.ts';
+import type { Logger } from '../shared/log.ts';
+import { isGone, KubeError, type KubeApi, type WatchEvent } from './kube/api.ts';
+import type { Recovery } from './recovery.ts';
+
+/** Where a reflector delivers what it learns. The sink owns the data; the reflector owns the loop. */
+export interface ReflectorSink {
+  /** A complete, successful list: the only place where an absent object means deleted. */
+  replace(items: unknown[]): void;
+  event(type: 'ADDED' | 'MODIFIED' | 'DELETED', object: unknown): void;
+  /** A list succeeded or a watch is established: the data is current. */
+  synced(): void;
+  /** A request failed. Nothing is removed; the data is now stale. */
+  failed(reason: string): void;
+}
+
+export interface ReflectorOptions {
+  name: string;
+  api: KubeApi;
+  path: string;
+  /** Selectors (labelSelector, fieldSelector) applied to both the list and the watch. */
+  selectors: Record<string, string>;
+  sink: ReflectorSink;
+  clock: Clock;
+  random: Random;
+  logger: Logger;
+  backoff?: BackoffPolicy;
+  /** Server-side watch timeout, drawn uniformly in [min, max) seconds (client-go: 5-10 min). */
+  watchTimeoutS?: [number, number];
+  /** A list that has not finished after this is abandoned (a stalled relist must not hang us). */
+  listTimeoutMs?: number;
+  /** After this much silence on a watch the client gives up on it (half-open TCP) and re-watches. */
+  inactivityMs?: number;
+  recovery?: Recovery;
+  /** Spread of retries after a recovery signal. */
+  recoverySpreadMs?: number;
+}
+
+class Inactive extends Error {
+  constructor() {
+    super('watch inactive');
+    this.name = 'Inactive';
+  }
+}
+
+/**
+ * List + watch that never stops (client-go's reflector, reference/discovery.md section 2):
+ * the first list at RV "0" (served from the watch cache), then a watch from the list's RV with
+ * bookmarks and a randomized timeout. A watch that ends is resumed from the last RV without a
+ * relist; a 410 relists at the last RV (NotOlderThan), and a 410 on that relist does a consistent
+ * read (RV ""). Every other error, 401 and 403 included, is transient: the sink is told (stale),
+ * nothing is removed, and the loop retries after a full-jitter backoff.
+ */
+export class Reflector {
+  readonly #o: ReflectorOptions;
+  readonly #backoff: Backoff;
+  readonly #log: Logger;
+  #stop = new AbortController();
+  #done: Promise<void> | undefined;
+  #watching = false;
+  #failing = false;
+
+  constructor(opts: ReflectorOptions) {
+    this.#o = opts;
+    this.#backoff = new Backoff(opts.backoff ?? defaultBackoff, opts.random);
+    this.#log = opts.logger.child({ reflector: opts.name });
+  }
+
+  get watching(): boolean {
+    return this.#watching;
+  }
+
+  start(): void {
+    this.#done ??= this.#run();
+  }
+
+  async stop(): Promise<void> {
+    this.#stop.abort(new Error('reflector stopped'));
+    await this.#done;
+  }
+
+  async #run(): Promise<void> {
+    let rv: string | undefined;
+    let listRV = '0';
+    let gones = 0;
+    while (!this.#stop.signal.aborted) {
+      try {
+        if (rv === undefined) {
+          rv = await this.#list(listRV);
+          this.#ok();
+        }
+        const started = this.#o.clock.now();
+        const { opened, events } = await this.#watch(rv, (next) => (rv = next));
+        gones = 0;
+        // A healthy watch ends by its timeout and is resumed at once. One that ends at once with
+        // nothing in it gets a backoff pause, so a server closing every watch is no hot loop.
+        if (opened && (events > 0 || this.#o.clock.now() - started >= 1_000)) this.#backoff.reset();
+        else await this.#pause(this.#backoff.next(), false);
+      } catch (e) {
+        if (this.#stop.signal.aborted) break;
+        if (isGone(e) && gones < 2) {
+          gones++;
+          // Watch 410: relist at the last RV (PR #86430: no thundering herd of quorum reads).
+          // List 410: that RV is compacted too, so a consistent read.
+          listRV = rv === undefined ? '' : rv;
+          this.#log.info('resource version expired; relisting', { resourceVersion: listRV || 'latest' });
+          rv = undefined;
+          continue;
+        }
+        this.#fail(e);
+        await this.#pause(this.#backoff.next(), true);
+      }
+    }
+    this.#watching = false;
+  }
+
+  async #list(rv: string): Promise<string> {
+    const query: Record<string, string> = { ...this.#o.selectors, resourceVersion: rv };
+    if (rv !== '') query.resourceVersionMatch = 'NotOlderThan';
+    const res = await this.#withTimeout(this.#o.listTimeoutMs ?? 30_000, (signal) =>
+      this.#o.api.list(this.#o.path, query, signal),
+    );
+    this.#o.sink.replace(res.items);
+    return res.resourceVersion;
+  }
+
+  async #watch(rv: string, setRV: (rv: string) => void): Promise<{ opened: boolean; events: number }> {
+    const [min, max] = this.#o.watchTimeoutS ?? [300, 600];
+    const timeoutS = Math.floor(min + this.#o.random() * (max - min));
+    const query = {
+      ...this.#o.selectors,
+      resourceVersion: rv,
+      allowWatchBookmarks: 'true',
+      timeoutSeconds: String(timeoutS),
+    };
+    const inactivityMs = this.#o.inactivityMs ?? (timeoutS + 30) * 1000;
+    const ac = new AbortController();
+    const onStop = (): void => ac.abort(this.#stop.signal.reason);
+    this.#stop.signal.addEventListener('abort', onStop, { once: true });
+    let timer: Timer | undefined;
+    const arm = (): void => {
+      timer?.cancel();
+      timer = this.#o.clock.setTimer(inactivityMs, () => ac.abort(new Inactive()));
+    };
+    let opened = false;
+    let events = 0;
+    arm();
+    try {
+      await this.#o.api.watch(
+        this.#o.path,
+        query,
+        {
+          onOpen: () => {
+            opened = true;
+            this.#watching = true;
+            this.#ok();
+            arm();
+          },
+          onEvent: (ev) => {
+            arm();
+            events++;
+            this.#apply(ev, setRV);
+          },
+        },
+        ac.signal,
+      );
+    } catch (e) {
+      if (ac.signal.reason instanceof Inactive) {
+        this.#log.debug('watch silent for too long; re-watching', { inactivityMs });
+        return { opened, events };
+      }
+      throw e;
+    } finally {
+      this.#watching = false;
+      timer?.cancel();
+      this.#stop.signal.removeEventListener('abort', onStop);
+    }
+    return { opened, events };
+  }
+
+  #apply(ev: WatchEvent, setRV: (rv: string) => void): void {
+    const meta = (ev.object as { metadata?: { resourceVersion?: string } } | null)?.metadata;
+    if (ev.type === 'ERROR') {
+      const st = ev.object as { code?: number; message?: string } | null;
+      const code = st?.code ?? 0;
+      throw new KubeError(
+        code === 410 ? 'kube_gone' : 'kube_unavailable',
+        `watch error: ${st?.message ?? code}`,
+        code,
+      );
+    }
+    if (ev.type === 'ADDED' || ev.type === 'MODIFIED' || ev.type === 'DELETED')
+      this.#o.sink.event(ev.type, ev.object);
+    if (meta?.resourceVersion) setRV(meta.resourceVersion);
+  }
+
+  #ok(): void {
+    if (this.#failing) {
+      this.#failing = false;
+      this.#log.info('API reachable again');
+      this.#o.recovery?.notify();
+    }
+    this.#o.sink.synced();
+  }
+
+  #fail(e: unknown): void {
+    const reason = errorMessage(e);
+    if (!this.#failing) this.#log.warn('list/watch failed; keeping last-known-good and retrying', { reason });
+    this.#failing = true;
+    this.#o.sink.failed(reason);
+  }
+
+  /** Sleeps ms, or less if the API recovers meanwhile (then a short random spread). Never throws. */
+  async #pause(ms: number, wakeOnRecovery: boolean): Promise<void> {
+    const ac = new AbortController();
+    const onStop = (): void => ac.abort();
+    this.#stop.signal.addEventListener('abort', onStop, { once: true });
+    const waiter = wakeOnRecovery ? this.#o.recovery?.wait() : undefined;
+    const spread = (): Promise<void> =>
+      this.#o.clock.sleep(Math.floor(this.#o.random() * (this.#o.recoverySpreadMs ?? 1_000)), ac.signal);
+    try {
+      await Promise.race([
+        this.#o.clock.sleep(ms, ac.signal),
+        ...(waiter ? [waiter.promise.then(spread)] : []),
+      ]);
+    } catch {
+      // stopped
+    } finally {
+      waiter?.cancel();
+      ac.abort();
+      this.#stop.signal.removeEventListener('abort', onStop);
+    }
+  }
+
+  async #withTimeout<T>(ms: number, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    const ac = new AbortController();
+    const onStop = (): void => ac.abort(this.#stop.signal.reason);
+    this.#stop.signal.addEventListener('abort', onStop, { once: true });
+    const timer = this.#o.clock.setTimer(ms, () =>
+      ac.abort(new KubeError('kube_unavailable', `${this.#o.path}: list timed out after ${ms} ms`)),
+    );
+    try {
+      return await fn(ac.signal);
+    } catch (e) {
+      if (ac.signal.aborted && ac.signal.reason instanceof KubeError) throw ac.signal.reason;
+      throw e;
+    } finally {
+      timer.cancel();
+      this.#stop.signal.removeEventListener('abort', onStop);
+    }
+  }
+}

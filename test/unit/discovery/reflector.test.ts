@@ -1,0 +1,193 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { FakeKubeApi, gone, status, unavailable } from '../../../src/discovery/kube/fake-api.ts';
+import { Recovery } from '../../../src/discovery/recovery.ts';
+import { Reflector, type ReflectorSink } from '../../../src/discovery/reflector.ts';
+import { FakeClock } from '../../../src/shared/fake-clock.ts';
+import { memoryLogger } from '../../../src/shared/log.ts';
+
+const PATH = '/apis/discovery.k8s.io/v1/namespaces/ns/endpointslices';
+const slice = (
+  name: string,
+): { metadata: { name: string; namespace: string; labels: Record<string, string> } } => ({
+  metadata: { name, namespace: 'ns', labels: { 'kubernetes.io/service-name': 'web' } },
+});
+
+class RecordingSink implements ReflectorSink {
+  objects = new Map<string, unknown>();
+  replaced = 0;
+  failures: string[] = [];
+  syncs = 0;
+  replace(items: unknown[]): void {
+    this.replaced++;
+    this.objects = new Map(items.map((i) => [(i as { metadata: { name: string } }).metadata.name, i]));
+  }
+  event(type: string, o: unknown): void {
+    const name = (o as { metadata: { name: string } }).metadata.name;
+    if (type === 'DELETED') this.objects.delete(name);
+    else this.objects.set(name, o);
+  }
+  synced(): void {
+    this.syncs++;
+  }
+  failed(reason: string): void {
+    this.failures.push(reason);
+  }
+}
+
+function setup(random = (): number => 0.5, recovery?: Recovery) {
+  const api = new FakeKubeApi();
+  const clock = new FakeClock();
+  const sink = new RecordingSink();
+  const log = memoryLogger();
+  const r = new Reflector({
+    name: 'test',
+    api,
+    path: PATH,
+    selectors: { labelSelector: 'kubernetes.io/service-name=web' },
+    sink,
+    clock,
+    random,
+    logger: log,
+    listTimeoutMs: 10_000,
+    ...(recovery ? { recovery } : {}),
+  });
+  return { api, clock, sink, log, r };
+}
+
+const lastWatch = (api: FakeKubeApi) => api.calls.filter((c) => c.op === 'watch').at(-1)?.query;
+const lists = (api: FakeKubeApi) => api.calls.filter((c) => c.op === 'list').map((c) => c.query);
+
+test('lists at RV 0 from the cache, then watches from the list RV with bookmarks and a random timeout', async () => {
+  const { api, clock, sink, r } = setup(() => 0.25);
+  api.put(PATH, slice('a'));
+  r.start();
+  await clock.advance(0);
+  assert.deepEqual(lists(api)[0], {
+    labelSelector: 'kubernetes.io/service-name=web',
+    resourceVersion: '0',
+    resourceVersionMatch: 'NotOlderThan',
+  });
+  const w = lastWatch(api);
+  assert.equal(w?.resourceVersion, '101');
+  assert.equal(w?.allowWatchBookmarks, 'true');
+  assert.equal(w?.timeoutSeconds, '375', '300 + 0.25 * 300');
+  api.put(PATH, slice('b'));
+  api.remove(PATH, 'a');
+  assert.deepEqual([...sink.objects.keys()], ['b']);
+  assert.equal(r.watching, true);
+  await r.stop();
+});
+
+test('a failed watch keeps every object, marks failure once per attempt, and resumes at the last RV without relisting', async () => {
+  for (const err of [unavailable(), status(500), status(401), status(403), status(429)]) {
+    const { api, clock, sink, r } = setup();
+    api.put(PATH, slice('a'));
+    r.start();
+    await clock.advance(0);
+    api.bookmark();
+    api.fault = (op) => (op === 'watch' ? err : undefined);
+    api.breakWatches(new Error('stream cut'));
+    await clock.advance(60_000);
+    assert.ok(sink.failures.length >= 2, `${err.message}: retried`);
+    assert.equal(sink.replaced, 1, `${err.message}: never relisted on a transient error`);
+    assert.deepEqual([...sink.objects.keys()], ['a'], `${err.message}: nothing removed`);
+    api.fault = () => undefined;
+    await clock.advance(60_000);
+    assert.equal(r.watching, true, `${err.message}: watching again`);
+    assert.equal(lastWatch(api)?.resourceVersion, '101');
+    await r.stop();
+  }
+});
+
+test('410 mid-watch relists at the last RV; a 410 on that relist does a consistent read', async () => {
+  const { api, clock, sink, r } = setup();
+  api.put(PATH, slice('a'));
+  r.start();
+  await clock.advance(0);
+  api.put(PATH, slice('b'));
+  api.fault = (op, _p, q) => (op === 'list' && q.resourceVersion === '102' ? gone() : undefined);
+  api.sendError(410);
+  await clock.advance(0);
+  assert.deepEqual(
+    lists(api).map((q) => [q.resourceVersion, q.resourceVersionMatch]),
+    [
+      ['0', 'NotOlderThan'],
+      ['102', 'NotOlderThan'],
+      ['', undefined],
+    ],
+  );
+  assert.deepEqual([...sink.objects.keys()].sort(), ['a', 'b']);
+  assert.equal(sink.failures.length, 0, '410 is not an outage');
+  assert.equal(r.watching, true);
+  await r.stop();
+});
+
+test('a relist that fails (500, reset, stall) never replaces the data', async () => {
+  for (const fault of [status(500), unavailable('socket hang up'), 'stall' as const]) {
+    const { api, clock, sink, r } = setup();
+    api.put(PATH, slice('a'));
+    api.put(PATH, slice('b'));
+    r.start();
+    await clock.advance(0);
+    api.fault = (op) => (op === 'list' ? fault : undefined);
+    api.sendError(410);
+    await clock.advance(120_000);
+    assert.equal(sink.replaced, 1);
+    assert.deepEqual([...sink.objects.keys()].sort(), ['a', 'b']);
+    assert.ok(sink.failures.length >= 1);
+    if (fault === 'stall') assert.match(sink.failures[0] ?? '', /timed out/);
+    await r.stop();
+  }
+});
+
+test('backoff is full-jitter exponential from 800 ms with a 30 s cap', async () => {
+  const { api, clock, r } = setup(() => 0.999);
+  api.fault = () => unavailable();
+  r.start();
+  const delays: number[] = [];
+  for (let i = 0; i < 9; i++) {
+    await clock.advance(0);
+    delays.push(Math.max(...clock.pending()));
+    await clock.advance(delays.at(-1) ?? 0);
+  }
+  assert.deepEqual(delays, [799, 1598, 3196, 6393, 12787, 25574, 29970, 29970, 29970]);
+  await r.stop();
+});
+
+test('a watch silent past its inactivity limit is dropped and resumed, without being called stale', async () => {
+  const { api, clock, sink, r } = setup(() => 0);
+  api.put(PATH, slice('a'));
+  r.start();
+  await clock.advance(0);
+  const before = api.calls.length;
+  await clock.advance(330_000 + 1);
+  assert.equal(api.calls.length, before + 1);
+  assert.equal(lastWatch(api)?.resourceVersion, '101');
+  assert.equal(sink.failures.length, 0);
+  await r.stop();
+});
+
+test('a recovery signal ends a long backoff early', async () => {
+  const recovery = new Recovery();
+  const { api, clock, r } = setup(() => 0.999, recovery);
+  api.fault = () => unavailable();
+  r.start();
+  for (let i = 0; i < 8; i++) await clock.advance(30_000);
+  api.fault = () => undefined;
+  const before = api.calls.length;
+  recovery.notify();
+  await clock.advance(1_000);
+  assert.ok(api.calls.length > before, 'retried within the recovery spread, not after up to 30 s');
+  await r.stop();
+});
+
+test('stop() ends the loop and closes the watch', async () => {
+  const { api, clock, r } = setup();
+  r.start();
+  await clock.advance(0);
+  assert.equal(api.openWatches(), 1);
+  await r.stop();
+  assert.equal(api.openWatches(), 0);
+  assert.equal(r.watching, false);
+});
