@@ -1,0 +1,163 @@
+// Tracing overhead in one run: throughput and p99 latency through a proxy hop with tracing
+// disabled, and with sampling 0, 0.01 and 1.0, as ratios to "disabled". Loopback only (DESIGN.md
+// section 10); every run is bounded by wrk's duration.
+//
+//   node scripts/bench/tracing-overhead.ts [--duration 5] [--rounds 3] [--connections 32]
+//
+// Spans go to a real Jaeger when scripts/test-cluster has built it, else to an OTLP sink that
+// accepts and discards (the script says which). Modes are interleaved round by round so drift
+// (thermal, other load) hits them all alike; the median round per mode is reported.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createInterface } from 'node:readline';
+import { parseArgs } from 'node:util';
+import { jaegerBinary, startJaeger } from '../../test/harness/jaeger.ts';
+
+const { values } = parseArgs({
+  options: {
+    duration: { type: 'string', default: '5' },
+    rounds: { type: 'string', default: '3' },
+    connections: { type: 'string', default: '32' },
+  },
+});
+const duration = Math.min(60, Math.max(1, Number(values.duration)));
+const rounds = Math.min(10, Math.max(1, Number(values.rounds)));
+const connections = Math.min(256, Math.max(1, Number(values.connections)));
+const modes = ['disabled', '0', '0.01', '1'] as const;
+
+if (spawnSync('wrk', ['--version']).error) throw new Error('wrk is required (apt-get install wrk)');
+
+const backend = http.createServer((_req, res) => {
+  res.writeHead(200, { 'content-type': 'text/plain', 'content-length': '2' });
+  res.end('ok');
+});
+backend.keepAliveTimeout = 60_000;
+await new Promise<void>((r) => backend.listen(0, '127.0.0.1', r));
+const backendPort = (backend.address() as AddressInfo).port;
+
+const collector = await startCollector();
+process.stdout.write(`collector: ${collector.kind} at ${collector.url}\n`);
+
+interface Sample {
+  rps: number;
+  p50: number;
+  p99: number;
+  dropped: number;
+  exported: number;
+}
+const samples = new Map<string, Sample[]>(modes.map((m) => [m, []]));
+try {
+  for (let round = 0; round < rounds; round++) {
+    for (const mode of modes) {
+      const s = await measure(mode);
+      samples.get(mode)?.push(s);
+      process.stdout.write(
+        `round ${round + 1} ${mode.padEnd(8)} ${s.rps.toFixed(0).padStart(7)} req/s  p50 ${s.p50.toFixed(2)} ms  p99 ${s.p99.toFixed(2)} ms  spans exported ${s.exported} dropped ${s.dropped}\n`,
+      );
+    }
+  }
+  report();
+} finally {
+  backend.closeAllConnections();
+  backend.close();
+  await collector.stop();
+}
+
+function report(): void {
+  const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
+  const base = samples.get('disabled') ?? [];
+  const baseRps = median(base.map((s) => s.rps));
+  const baseP99 = median(base.map((s) => s.p99));
+  process.stdout.write(
+    `\nmedian of ${rounds} rounds, ${duration} s each, ${connections} connections, wrk 1 thread\n` +
+      '| tracing | req/s | p99 ms | throughput vs disabled | p99 vs disabled | spans dropped |\n' +
+      '|---|---|---|---|---|---|\n',
+  );
+  for (const mode of modes) {
+    const ss = samples.get(mode) ?? [];
+    const rps = median(ss.map((s) => s.rps));
+    const p99 = median(ss.map((s) => s.p99));
+    const label = mode === 'disabled' ? 'disabled' : `sampling ${mode}`;
+    const dropped = ss.reduce((a, s) => a + s.dropped, 0);
+    process.stdout.write(
+      `| ${label} | ${rps.toFixed(0)} | ${p99.toFixed(2)} | ${(rps / baseRps).toFixed(3)} | ${(p99 / baseP99).toFixed(3)} | ${dropped} |\n`,
+    );
+  }
+}
+
+async function measure(mode: string): Promise<Sample> {
+  const child = spawn(
+    process.execPath,
+    [new URL('./tracing-relay-child.ts', import.meta.url).pathname, mode, String(backendPort), collector.url],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  const first = await lines.next();
+  const { port } = JSON.parse(String(first.value)) as { port: number };
+  const url = `http://127.0.0.1:${port}/bench`;
+  await wrk(url, 1); // warm-up: JIT, keep-alive sockets
+  const result = await wrk(url, duration);
+  const stats = await stopChild(child, lines);
+  return { ...result, dropped: stats.dropped, exported: stats.exported };
+}
+
+async function stopChild(
+  child: ChildProcess,
+  lines: AsyncIterator<string>,
+): Promise<{ dropped: number; exported: number }> {
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+  const next = await lines.next();
+  clearTimeout(timer);
+  if (next.done) return { dropped: NaN, exported: NaN };
+  return (JSON.parse(String(next.value)) as { stats: { dropped: number; exported: number } }).stats;
+}
+
+function wrk(url: string, seconds: number): Promise<{ rps: number; p50: number; p99: number }> {
+  return new Promise((resolve, reject) => {
+    const p = spawn('wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '--latency', url], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    p.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    p.once('error', reject);
+    p.once('exit', (code) => {
+      const rps = /Requests\/sec:\s+([\d.]+)/.exec(out)?.[1];
+      const p50 = /\s50%\s+([\d.]+)(us|ms|s)/.exec(out);
+      const p99 = /\s99%\s+([\d.]+)(us|ms|s)/.exec(out);
+      const errors = /Non-2xx or 3xx responses: (\d+)|Socket errors: (.*)/.exec(out);
+      if (code !== 0 || !rps || !p50 || !p99) return reject(new Error(`wrk failed (${code}):\n${out}`));
+      if (errors) return reject(new Error(`wrk saw failed requests:\n${out}`));
+      resolve({ rps: Number(rps), p50: ms(p50), p99: ms(p99) });
+    });
+  });
+}
+
+function ms(m: RegExpExecArray): number {
+  const v = Number(m[1]);
+  return m[2] === 'us' ? v / 1000 : m[2] === 's' ? v * 1000 : v;
+}
+
+async function startCollector(): Promise<{ kind: string; url: string; stop(): Promise<void> }> {
+  if (jaegerBinary()) {
+    const j = await startJaeger();
+    if (j) return { kind: 'Jaeger v2 (in-memory)', url: j.otlpUrl, stop: () => j.stop() };
+  }
+  // An OTLP/HTTP sink: reads the body, answers an empty ExportTraceServiceResponse.
+  const sink = http.createServer((req, res) => {
+    req.resume();
+    req.once('end', () =>
+      res.writeHead(200, { 'content-type': 'application/x-protobuf', 'content-length': '0' }).end(),
+    );
+  });
+  await new Promise<void>((r) => sink.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${(sink.address() as AddressInfo).port}`;
+  return {
+    kind: 'OTLP sink (Jaeger not built)',
+    url,
+    stop: () => new Promise<void>((r) => sink.close(() => r())),
+  };
+}
