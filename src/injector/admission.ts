@@ -35,7 +35,7 @@ export type PodSecurityLevel = 'privileged' | 'baseline' | 'restricted';
 /**
  * Answers one AdmissionReview v1. The webhook has no API access of its own (no RBAC beyond its
  * certificate), so the namespace's Pod Security level comes from the URL, which the
- * MutatingWebhookConfiguration picks by namespaceSelector.
+ * MutatingWebhookConfiguration picks by namespaceSelector (one entry per level).
  */
 export function review(
   body: unknown,

@@ -25,7 +25,6 @@ export interface SidecarInputs {
   capture: Capture;
   native: boolean;
   appPorts: number[];
-  serviceName: string;
 }
 
 const field = (name: string, fieldPath: string): EnvVar => ({
@@ -65,13 +64,14 @@ function holdUntilReady(adminPort: number): string {
   );
 }
 
-function sidecarEnv({ config, capture, appPorts, serviceName }: SidecarInputs): EnvVar[] {
+/** Pod identity from the downward API, under the names src/tracing/resource.ts reads. */
+function sidecarEnv({ config, capture, appPorts }: SidecarInputs): EnvVar[] {
   const env: EnvVar[] = [
-    field('POD_NAME', 'metadata.name'),
-    field('POD_NAMESPACE', 'metadata.namespace'),
-    field('POD_IP', 'status.podIP'),
-    field('NODE_NAME', 'spec.nodeName'),
-    field('POD_SERVICE_ACCOUNT', 'spec.serviceAccountName'),
+    field('OUTRIGGER_POD_NAME', 'metadata.name'),
+    field('OUTRIGGER_POD_NAMESPACE', 'metadata.namespace'),
+    field('OUTRIGGER_NODE_NAME', 'spec.nodeName'),
+    field('OUTRIGGER_POD_IP', 'status.podIP'),
+    field('OUTRIGGER_POD_SERVICE_ACCOUNT', 'spec.serviceAccountName'),
     // The capture mode was decided at injection (and may differ from the annotation, see the
     // Pod Security fallback), so it is pinned here: env beats the annotation in the sidecar.
     { name: 'OUTRIGGER_CAPTURE', value: capture },
@@ -80,13 +80,6 @@ function sidecarEnv({ config, capture, appPorts, serviceName }: SidecarInputs): 
   ];
   if (appPorts.length > 0) env.push({ name: 'OUTRIGGER_APP_PORTS', value: appPorts.join(',') });
   if (config.snapshotEnabled) env.push({ name: 'OUTRIGGER_SNAPSHOT', value: `${SNAPSHOT_DIR}/discovery.pb` });
-  env.push(
-    { name: 'OTEL_SERVICE_NAME', value: serviceName },
-    {
-      name: 'OTEL_RESOURCE_ATTRIBUTES',
-      value: 'k8s.pod.name=$(POD_NAME),k8s.namespace.name=$(POD_NAMESPACE),k8s.node.name=$(NODE_NAME)',
-    },
-  );
   return env;
 }
 

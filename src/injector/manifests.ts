@@ -73,19 +73,10 @@ function injectDoc(
   ) as PodLike | undefined;
   const ref = `${doc.kind?.toLowerCase()}/${doc.metadata?.name ?? '?'}`;
   if (!Array.isArray(template?.spec?.containers)) return doc;
-  template.metadata ??= {};
   const nsName = doc.metadata?.namespace ?? opts.namespace;
   const ns: NamespaceInfo = { name: nsName, labels: namespaces.get(nsName) ?? opts.namespaceLabels };
-  // A template has no name; the workload's stands in for the trace service name.
-  const view: PodLike = {
-    metadata: {
-      ...template.metadata,
-      generateName: template.metadata.generateName ?? `${doc.metadata?.name ?? ''}-`,
-    },
-    spec: template.spec,
-  };
   try {
-    const result = injectPod(view, ns, opts.settings);
+    const result = injectPod(template, ns, opts.settings);
     for (const w of result.warnings) notes.push(`${ref}: ${w}`);
     if (result.kind === 'skipped') {
       notes.push(`${ref}: not injected: ${result.reason}`);

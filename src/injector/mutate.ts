@@ -46,7 +46,6 @@ export function injectPod(pod: PodLike, ns: NamespaceInfo, settings: InjectorSet
     capture,
     native: config.nativeSidecar,
     appPorts: appPorts(spec.containers),
-    serviceName: serviceName(pod),
   });
   if (capture === 'explicit') addProxyEnv(patch, spec.containers, proxyEnv(config), warnings);
   // Order: iptables first, then the native sidecar, then the user's init containers, so that
@@ -140,11 +139,4 @@ function appPorts(containers: Container[]): number[] {
     (c.ports ?? []).filter((p) => (p.protocol ?? 'TCP') === 'TCP').map((p) => p.containerPort),
   );
   return [...new Set(ports)].sort((a, b) => a - b);
-}
-
-/** The trace service name: the recommended label, the common one, else the pod's own name. */
-function serviceName(pod: PodLike): string {
-  const labels = pod.metadata?.labels ?? {};
-  const fromName = (pod.metadata?.name ?? pod.metadata?.generateName ?? '').replace(/-$/, '');
-  return labels['app.kubernetes.io/name'] ?? labels.app ?? (fromName || 'unknown');
 }

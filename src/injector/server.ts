@@ -39,7 +39,17 @@ class HttpError extends Error {
 
 const LEVELS: readonly string[] = ['privileged', 'baseline', 'restricted'];
 
-/** `outrigger webhook`: AdmissionReview v1 over TLS on POST /mutate, probes on /healthz and /readyz. */
+/**
+ * /mutate, /mutate/baseline, /mutate/restricted: the webhook entry that matched the namespace
+ * tells its Pod Security level (a webhook URL may not carry a query string).
+ */
+export function levelForPath(pathname: string): PodSecurityLevel | undefined {
+  const m = /^\/mutate(?:\/([a-z]+))?$/.exec(pathname);
+  const level = m ? (m[1] ?? 'privileged') : undefined;
+  return level !== undefined && LEVELS.includes(level) ? (level as PodSecurityLevel) : undefined;
+}
+
+/** `outrigger webhook`: AdmissionReview v1 over TLS on POST /mutate[/LEVEL], probes on /healthz and /readyz. */
 export async function startWebhookServer(opts: WebhookServerOptions): Promise<WebhookServer> {
   const certs = new CertReloader({
     certFile: opts.certFile,
@@ -83,12 +93,11 @@ async function handle(req: IncomingMessage, res: ServerResponse, opts: WebhookSe
     send(res, 200, 'text/plain', 'ok\n');
     return;
   }
-  if (url.pathname !== '/mutate') throw new HttpError(404, 'not found');
+  const level = levelForPath(url.pathname);
+  if (level === undefined) throw new HttpError(404, 'not found');
   if (req.method !== 'POST') throw new HttpError(405, 'use POST');
   const type = (req.headers['content-type'] ?? '').split(';')[0]?.trim();
   if (type !== 'application/json') throw new HttpError(415, 'expected application/json');
-  const level = url.searchParams.get('pod-security') ?? 'privileged';
-  if (!LEVELS.includes(level)) throw new HttpError(400, `pod-security must be one of ${LEVELS.join(', ')}`);
   let body: unknown;
   try {
     body = JSON.parse((await readBody(req)).toString('utf8'));
@@ -96,7 +105,7 @@ async function handle(req: IncomingMessage, res: ServerResponse, opts: WebhookSe
     if (e instanceof HttpError) throw e;
     throw new HttpError(400, 'request body is not JSON');
   }
-  const answer = review(body, level as PodSecurityLevel, opts.settings, opts.log);
+  const answer = review(body, level, opts.settings, opts.log);
   send(res, 200, 'application/json', JSON.stringify(answer));
 }
 
