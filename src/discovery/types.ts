@@ -77,6 +77,25 @@ export interface DiscoveryStatus {
   watches: number;
   staleServices: number;
   services: { key: string; freshness: Freshness; endpoints: number; source: string }[];
+  /** Numbers for /metrics (names agreed in docs/discovery.md); only the API source has them. */
+  counters?: DiscoveryCounters;
+}
+
+export interface DiscoveryCounters {
+  /** Requests sent to the API server since start. */
+  apiLists: number;
+  apiWatches: number;
+  apiFailures: number;
+  /** Requests retried once after a 401 with a re-read token. */
+  unauthorizedRetries: number;
+  /** Services kept in the byte-capped cold tier (evicted from live watches, or from the snapshot). */
+  coldServices: number;
+  coldBytes: number;
+  /** Services in the ClusterIP index. */
+  indexedServices: number;
+  snapshotWrites: number;
+  /** JWT exp of the service-account token (ms since the epoch), when known. */
+  tokenExpiresAtMs?: number;
 }
 
 /**
