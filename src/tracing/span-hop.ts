@@ -68,14 +68,11 @@ export class SpanHop implements Hop {
     this.#egress = info.direction === 'egress';
     const http = info.protocol === 'http';
     const method = methodOf(info.method);
-    this.#span = tracer.startSpan(
-      http ? method : 'TCP',
-      {
-        kind: this.#egress ? SpanKind.CLIENT : SpanKind.SERVER,
-        attributes: startAttributes(info, method, this.#egress),
-      },
-      parent.context,
-    );
+    const kind = this.#egress ? SpanKind.CLIENT : SpanKind.SERVER;
+    this.#span = tracer.startSpan(http ? method : 'TCP', { kind }, parent.context);
+    // Our sampler ignores attributes, so they are built only for spans that will be recorded:
+    // most hops at a low ratio are unsampled and pay for context propagation alone.
+    if (this.#span.isRecording()) this.#span.setAttributes(startAttributes(info, method, this.#egress));
     this.#ctx = trace.setSpan(parent.context, this.#span);
   }
 
