@@ -144,9 +144,9 @@ export const options = {
     env: 'OUTRIGGER_TRACE_ENDPOINT',
     annotation: a('trace-collector'),
     parser: p.url,
-    default: 'http://jaeger-collector.observability:4318/',
+    default: 'http://jaeger.observability:4318/',
     describe:
-      'OTLP/HTTP collector base URL (/v1/traces is appended); default the Jaeger collector Service',
+      'OTLP/HTTP collector base URL (/v1/traces is appended); default: the Jaeger Service of manifests/examples',
     scope: 'proxy',
   }),
   serviceName: opt<string | undefined>({
