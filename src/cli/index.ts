@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { injectCommand } from './inject.ts';
 import { iptablesCommand } from './iptables.ts';
+import { resolveCommand } from './resolve.ts';
 import { webhookCommand } from './webhook.ts';
 
 /** The `outrigger` command tree (DESIGN.md section 1). Each subcommand lives in its own file. */
@@ -19,5 +20,6 @@ export function buildCli(): Command {
   program.addCommand(iptablesCommand());
   program.addCommand(injectCommand());
   program.addCommand(webhookCommand());
+  program.addCommand(resolveCommand());
   return program;
 }

@@ -1,0 +1,168 @@
+import { existsSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { Command } from 'commander';
+import { parseValue, source as sourceParser } from '../config/parse.ts';
+import { createDiscovery } from '../discovery/index.ts';
+import { serviceInfoJson } from '../discovery/merge.ts';
+import type { Endpoint, Resolution, ServiceInfo, ServicePort } from '../discovery/types.ts';
+import { parseServiceName } from '../routing/authority.ts';
+import { systemClock, systemRandom } from '../shared/clock.ts';
+import { OutriggerError } from '../shared/errors.ts';
+import { createLogger } from '../shared/log.ts';
+
+interface ResolveFlags {
+  json?: boolean;
+  kubeconfig?: string;
+  namespace?: string;
+  source?: string;
+  clusterDomain: string;
+  waitMs: string;
+}
+
+/** NAME[:PORT] where PORT is a Service port number or name. */
+export function parseTarget(
+  arg: string,
+  ns: string,
+  domain: string,
+): { key: { namespace: string; name: string }; port?: string } {
+  const m = /^(.+?)(?::([A-Za-z0-9-]+))?$/.exec(arg.trim());
+  const parsed = m?.[1] ? parseServiceName(m[1], ns, domain) : undefined;
+  if (!parsed) {
+    throw new OutriggerError(
+      'config_invalid',
+      `${JSON.stringify(arg)} is not a Service name: use svc, svc.ns, svc.ns.svc[.${domain}], optionally :PORT`,
+    );
+  }
+  return m?.[2] ? { key: parsed.key, port: m[2] } : { key: parsed.key };
+}
+
+function defaultKubeconfig(): string | undefined {
+  const env = process.env.OUTRIGGER_KUBECONFIG ?? process.env.KUBECONFIG?.split(':')[0];
+  if (env) return env;
+  const home = join(homedir(), '.kube', 'config');
+  return existsSync(home) ? home : undefined;
+}
+
+function pickPorts(service: ServiceInfo, port: string | undefined): ServicePort[] {
+  if (port === undefined) return service.ports;
+  const hit = service.ports.filter((p) => (/^\d+$/.test(port) ? p.port === Number(port) : p.name === port));
+  if (hit.length === 0) {
+    const have = service.ports.map((p) => (p.name ? `${p.name}(${p.port})` : String(p.port))).join(', ');
+    throw new OutriggerError(
+      'unknown_service',
+      `Service ${service.key.namespace}/${service.key.name} has no port ${port}; ports: ${have || 'none'}`,
+    );
+  }
+  return hit;
+}
+
+const ago = (ms: number): string => `${(Math.max(0, Date.now() - ms) / 1000).toFixed(1)}s ago`;
+
+function text(res: Extract<Resolution, { kind: 'found' }>, ports: ServicePort[]): string {
+  const s = res.service;
+  const f = res.freshness;
+  const fresh =
+    f.state === 'fresh' ? `fresh (synced ${ago(f.syncedAt)})` : `STALE since ${ago(f.since)}: ${f.reason}`;
+  const lines = [
+    `${s.key.namespace}/${s.key.name}  ${s.type}${s.headless ? ' (headless)' : ''}  ${s.clusterIPs.join(',') || '-'}  ${fresh}  source=${res.source}`,
+  ];
+  if (s.externalName)
+    lines.push(`  ExternalName -> ${s.externalName} (resolved by DNS, not proxied to endpoints)`);
+  if (s.sessionAffinity === 'ClientIP')
+    lines.push(`  session affinity: ClientIP, ${s.affinityTimeoutSeconds}s`);
+  if (s.internalTrafficPolicy === 'Local')
+    lines.push('  internalTrafficPolicy: Local (node-local endpoints only)');
+  for (const p of ports) {
+    const eps = s.endpoints.get(p.name) ?? [];
+    lines.push(`  port ${p.name || '(unnamed)'} ${p.port}/${p.protocol}: ${eps.length} endpoint(s)`);
+    for (const e of eps) lines.push(`    ${endpointText(e)}`);
+  }
+  return lines.join('\n');
+}
+
+function endpointText(e: Endpoint): string {
+  const state = e.ready ? 'ready' : e.terminating ? 'terminating (fallback)' : 'not ready';
+  const host = e.address.includes(':') ? `[${e.address}]` : e.address;
+  const extra = [
+    e.nodeName && `node=${e.nodeName}`,
+    e.zone && `zone=${e.zone}`,
+    e.podName && `pod=${e.podName}`,
+    e.hostname && `hostname=${e.hostname}`,
+  ];
+  return [`${host}:${e.port}`, state, ...extra.filter(Boolean)].join('  ');
+}
+
+async function run(target: string, flags: ResolveFlags): Promise<void> {
+  const source = flags.source
+    ? parseValue(sourceParser, '--source', flags.source, 'flag')
+    : { kind: 'kube' as const };
+  const kubeconfig = flags.kubeconfig ?? defaultKubeconfig();
+  if (source.kind === 'kube' && !kubeconfig)
+    throw new OutriggerError('config_invalid', 'no kubeconfig: pass --kubeconfig PATH or set KUBECONFIG');
+  const waitMs = Number(flags.waitMs);
+  if (!Number.isInteger(waitMs) || waitMs < 0)
+    throw new OutriggerError(
+      'config_invalid',
+      `--wait-ms ${JSON.stringify(flags.waitMs)}: allowed is a whole number of milliseconds`,
+    );
+  const logger = createLogger({ level: 'error' });
+  const discovery = await createDiscovery(
+    {
+      source,
+      kubeconfig,
+      tokenDir: '',
+      namespace: flags.namespace,
+      capture: 'explicit',
+      maxWatches: 1,
+      snapshot: undefined,
+    },
+    { clock: systemClock, random: systemRandom, logger, env: process.env },
+  );
+  try {
+    const { key, port } = parseTarget(target, discovery.namespace, flags.clusterDomain);
+    const res = await discovery.resolve(key, { waitMs });
+    if (res.kind !== 'found') {
+      const why = res.kind === 'absent' ? 'does not exist' : `is unknown (${res.reason})`;
+      if (flags.json)
+        process.stdout.write(JSON.stringify({ service: `${key.namespace}/${key.name}`, ...res }) + '\n');
+      throw new OutriggerError('unknown_service', `Service ${key.namespace}/${key.name} ${why}`);
+    }
+    const ports = pickPorts(res.service, port);
+    if (flags.json) {
+      const endpoints = Object.fromEntries(
+        ports.map((p) => [p.name, res.service.endpoints.get(p.name) ?? []]),
+      );
+      const out = {
+        ...serviceInfoJson(res.service),
+        endpoints,
+        freshness: res.freshness,
+        source: res.source,
+      };
+      process.stdout.write(JSON.stringify(out, null, 2) + '\n');
+    } else {
+      process.stdout.write(text(res, ports) + '\n');
+    }
+  } finally {
+    await discovery.close();
+  }
+}
+
+export function resolveCommand(): Command {
+  return new Command('resolve')
+    .description('print the endpoints the sidecar would route NAME[:PORT] to, using a kubeconfig')
+    .argument(
+      '<name[:port]>',
+      'svc, svc.ns, svc.ns.svc or svc.ns.svc.cluster.local; PORT is a number or port name',
+    )
+    .option('--json', 'machine-readable output')
+    .option('--kubeconfig <path>', 'kubeconfig (default: $KUBECONFIG, then ~/.kube/config)')
+    .option(
+      '--namespace <ns>',
+      "namespace for a short name (default: the kubeconfig context's, else default)",
+    )
+    .option('--source <kube|file:PATH>', 'resolve from a YAML file instead of the API server')
+    .option('--cluster-domain <domain>', 'cluster DNS suffix', 'cluster.local')
+    .option('--wait-ms <ms>', 'how long to wait for the first answer', '5000')
+    .action((target: string, flags: ResolveFlags) => run(target, flags));
+}

@@ -1,0 +1,83 @@
+import type { Config } from '../config/options.ts';
+import { inClusterServer } from '../identity/in-cluster.ts';
+import { openTokenSource, type Identity } from '../identity/token-source.ts';
+import type { Clock, Random } from '../shared/clock.ts';
+import type { Logger } from '../shared/log.ts';
+import type { KubeConnection } from './kube/connection.ts';
+import { identityConnection } from './kube/in-cluster.ts';
+import { createTransport } from './kube/transport.ts';
+import { createKubeResolver, type KubeResolverOptions } from './resolver.ts';
+import type { Resolver } from './types.ts';
+
+export type { Resolver } from './types.ts';
+
+export interface DiscoveryDeps {
+  clock: Clock;
+  random: Random;
+  logger: Logger;
+  /** process.env, for KUBERNETES_SERVICE_HOST/PORT. */
+  env: Record<string, string | undefined>;
+  /** Tuning for tests (backoff, timeouts); production uses the defaults. */
+  tuning?: Pick<KubeResolverOptions, 'reflector' | 'waitMs' | 'snapshotDebounceMs' | 'coldBytes'>;
+}
+
+export interface Discovery extends Resolver {
+  /** The namespace short names resolve in: --namespace, else the token's, else the kubeconfig's. */
+  readonly namespace: string;
+}
+
+type DiscoveryConfig = Pick<
+  Config,
+  'source' | 'kubeconfig' | 'tokenDir' | 'namespace' | 'capture' | 'maxWatches' | 'snapshot'
+>;
+
+/**
+ * The one factory the composition root calls. `--source file:PATH` gives the file resolver;
+ * otherwise the API resolver, in-cluster (projected token + KUBERNETES_SERVICE_HOST/PORT, both
+ * required) or with --kubeconfig. There is no fallback from one to the other.
+ */
+export async function createDiscovery(config: DiscoveryConfig, deps: DiscoveryDeps): Promise<Discovery> {
+  if (config.source.kind === 'file') {
+    const { createFileResolver } = await import('./file-source.ts');
+    const r = createFileResolver({ path: config.source.path, clock: deps.clock, logger: deps.logger });
+    return Object.assign(r, { namespace: config.namespace ?? 'default' });
+  }
+  let conn: KubeConnection;
+  let identity: Identity | undefined;
+  let namespace = config.namespace;
+  if (config.kubeconfig) {
+    const { kubeconfigConnection } = await import('./kube/kubeconfig.ts');
+    const kc = await kubeconfigConnection(config.kubeconfig);
+    conn = kc;
+    namespace ??= kc.namespace;
+  } else {
+    const server = inClusterServer(deps.env);
+    identity = await openTokenSource({ dir: config.tokenDir, clock: deps.clock, logger: deps.logger });
+    conn = identityConnection(server, identity);
+    namespace ??= identity.namespace();
+  }
+  const ns = namespace ?? 'default';
+  const transport = createTransport(conn);
+  const resolver = await createKubeResolver({
+    api: transport,
+    clock: deps.clock,
+    random: deps.random,
+    logger: deps.logger,
+    maxWatches: config.maxWatches,
+    serviceScope: config.capture === 'transparent' ? 'cluster' : 'namespace',
+    homeNamespace: ns,
+    ...(config.snapshot ? { snapshotPath: config.snapshot } : {}),
+    transportStats: () => transport.stats,
+    tokenExpiresAt: () => identity?.expiresAt(),
+    ...deps.tuning,
+  });
+  const close = resolver.close.bind(resolver);
+  return Object.assign(resolver, {
+    namespace: ns,
+    close: async (): Promise<void> => {
+      await close();
+      transport.close();
+      identity?.close();
+    },
+  });
+}

@@ -1,0 +1,49 @@
+import type { RequestOptions } from 'node:https';
+import { KubeConfig } from '@kubernetes/client-node';
+import { errorMessage, OutriggerError } from '../../shared/errors.ts';
+import type { KubeConnection } from './connection.ts';
+
+/**
+ * A connection from a kubeconfig, for `outrigger resolve` and out-of-cluster runs. This is the only
+ * place the sidecar path may load @kubernetes/client-node (kubeconfig merging, exec and OIDC auth
+ * providers are worth its weight on a laptop), and it is imported dynamically so an in-cluster
+ * sidecar never pays the ~60 MB it costs.
+ */
+export async function kubeconfigConnection(
+  path: string,
+): Promise<KubeConnection & { namespace: string | undefined }> {
+  const kc = new KubeConfig();
+  try {
+    kc.loadFromFile(path);
+  } catch (e) {
+    throw new OutriggerError('config_invalid', `--kubeconfig ${path}: ${errorMessage(e)}`);
+  }
+  const cluster = kc.getCurrentCluster();
+  if (!cluster)
+    throw new OutriggerError('config_invalid', `--kubeconfig ${path}: no current context/cluster`);
+  const header = async (): Promise<{ opts: RequestOptions; auth: string | undefined }> => {
+    const opts: RequestOptions = {};
+    await kc.applyToHTTPSOptions(opts);
+    const h = (opts.headers ?? {}) as Record<string, unknown>;
+    const auth = h.Authorization ?? h.authorization;
+    return { opts, auth: typeof auth === 'string' ? auth : undefined };
+  };
+  const first = await header();
+  let auth = first.auth;
+  const ctx = kc.getContextObject(kc.getCurrentContext());
+  return {
+    server: new URL(cluster.server),
+    ...(first.opts.ca ? { ca: first.opts.ca as string | Buffer } : {}),
+    ...(first.opts.cert ? { cert: first.opts.cert as string | Buffer } : {}),
+    ...(first.opts.key ? { key: first.opts.key as string | Buffer } : {}),
+    ...(cluster.skipTLSVerify ? { rejectUnauthorized: false } : {}),
+    namespace: ctx?.namespace,
+    authorization: () => auth,
+    unauthorized: async () => {
+      const next = (await header()).auth;
+      const changed = next !== auth;
+      auth = next;
+      return changed;
+    },
+  };
+}
