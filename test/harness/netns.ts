@@ -4,10 +4,11 @@
 // fails or the process exits early.
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import type { ChildProcess, SpawnOptions } from 'node:child_process';
-import { accessSync, constants, readdirSync } from 'node:fs';
+import { accessSync, constants, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import net, { type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import type { TestContext } from 'node:test';
-import { requireTool } from './tools.ts';
 
 export interface ExecResult {
   code: number;
@@ -81,9 +82,14 @@ export function netnsUnavailable(tools: Tool[] = []): string | undefined {
  * For the top of a namespace test: false (and the test skipped) when namespaces are unavailable
  * locally; under CI=true a missing tool throws, so the test FAILS instead of passing as a skip.
  */
-export function requireNetns(t: TestContext, tools: Tool[] = []): boolean {
+export function requireNetns(t: Pick<TestContext, 'skip'>, tools: Tool[] = []): boolean {
   const reason = netnsUnavailable(tools);
-  return requireTool(t, reason === undefined, 'network-namespace testing', reason ?? '');
+  if (reason === undefined) return true;
+  // Read at call time (not import time) so the CI rule holds however the environment was set.
+  if (process.env.CI === 'true')
+    throw new Error(`CI=true and network-namespace testing is unavailable: ${reason}`);
+  t.skip(`network-namespace testing is unavailable: ${reason}`);
+  return false;
 }
 
 function run(cmd: string, args: string[], opts: ExecOptions = {}): Promise<ExecResult> {
@@ -281,4 +287,51 @@ export async function waitForPort(ns: Netns, host: string, port: number, timeout
       throw new Error(`${host}:${port} not listening in ${ns.name} after ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+export interface Bridge {
+  /** Where processes inside the namespace connect. */
+  host: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+/**
+ * Makes a host-namespace TCP service (the test API server, Jaeger) reachable from inside a
+ * namespace at 127.0.0.1:listenPort, without giving either namespace a route to the other: a
+ * relay in the namespace pipes into a Unix socket (file system, not network namespace) that the
+ * test process pipes on to the target. TLS passes through untouched, so the server certificate
+ * must name 127.0.0.1 (the test API server's does).
+ */
+export async function bridgeIntoNetns(
+  ns: Netns,
+  target: { host: string; port: number },
+  listenPort: number,
+): Promise<Bridge> {
+  const dir = mkdtempSync(join(tmpdir(), 'ort-bridge-'));
+  const sock = join(dir, 'relay.sock');
+  const conns = new Set<Socket>();
+  const server = net.createServer((inbound) => {
+    const outbound = net.connect(target.port, target.host);
+    for (const s of [inbound, outbound]) {
+      conns.add(s);
+      s.on('close', () => conns.delete(s));
+      s.on('error', () => (inbound.destroy(), outbound.destroy()));
+    }
+    inbound.pipe(outbound).pipe(inbound);
+  });
+  await new Promise<void>((resolve) => server.listen(sock, resolve));
+  const relay = `const net=require('net');net.createServer(c=>{const u=net.connect(${JSON.stringify(sock)});c.on('error',()=>u.destroy());u.on('error',()=>c.destroy());c.pipe(u).pipe(c)}).listen(${listenPort},'127.0.0.1')`;
+  const child = ns.spawn([process.execPath, '-e', relay]);
+  await waitForPort(ns, '127.0.0.1', listenPort);
+  return {
+    host: '127.0.0.1',
+    port: listenPort,
+    close: async () => {
+      child.kill('SIGKILL');
+      for (const s of conns) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
