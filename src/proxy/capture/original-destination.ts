@@ -69,6 +69,8 @@ export function decodeSockaddr(buf: Buffer): Destination | undefined {
   return undefined;
 }
 
+const cache = new WeakMap<Socket, Destination | null>();
+
 /**
  * The destination the app originally dialled, for a socket accepted after an iptables REDIRECT;
  * undefined when there is none to read (no conntrack entry, a closed socket, not Linux).
@@ -76,6 +78,15 @@ export function decodeSockaddr(buf: Buffer): Destination | undefined {
  * so callers must apply isOwnListener() before forwarding.
  */
 export const originalDestination: OriginalDestination = (socket: Socket) => {
+  // Fixed for the life of a connection; keep-alive requests on it must not pay the syscall again.
+  const known = cache.get(socket);
+  if (known !== undefined) return known ?? undefined;
+  const dest = lookup(socket);
+  if (fdOf(socket) !== undefined) cache.set(socket, dest ?? null);
+  return dest;
+};
+
+function lookup(socket: Socket): Destination | undefined {
   const fd = fdOf(socket);
   const call = loadGetSockOpt();
   if (fd === undefined || call === null) return undefined;
@@ -86,7 +97,7 @@ export const originalDestination: OriginalDestination = (socket: Socket) => {
   const len = [SOCKADDR_MAX];
   const rc = call(fd, v6 ? SOL_IPV6 : SOL_IP, v6 ? IP6T_SO_ORIGINAL_DST : SO_ORIGINAL_DST, buf, len);
   return rc === 0 ? decodeSockaddr(buf) : undefined;
-};
+}
 
 const WILDCARDS = new Set(['', '0.0.0.0', '::']);
 
