@@ -1,12 +1,17 @@
-// Outrigger's own rows in the benchmark: one hop (egress only) and two hops (egress -> ingress),
-// started as `outrigger proxy` on the file source, so the numbers include everything the sidecar
-// does per request (routing, balancing, hygiene, metrics).
+// Outrigger's own rows in the benchmark: one hop (egress only) and two hops (egress -> ingress of
+// a second sidecar -> backend), started as `outrigger proxy` on the file source in explicit mode
+// (routing by the Host header; transparent capture needs a network namespace, and the data path
+// after the accept is the same). Tracing stays at its default 1% sampling with a loopback OTLP sink,
+// so the numbers include everything the sidecar does per request.
 import type { ChildProcess } from 'node:child_process';
 import { spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import type { BenchTarget } from './run.ts';
 
 const repo = path.resolve(import.meta.dirname, '../..');
+const main = path.join(repo, 'src/main.ts');
 
 export interface OutriggerEnv {
   dir: string;
@@ -14,21 +19,128 @@ export interface OutriggerEnv {
   launch(cmd: string, argv: string[], opts?: { env?: NodeJS.ProcessEnv }): ChildProcess;
 }
 
+/** Ports: A is the client-side sidecar, B the server-side one. */
+const A = { egress: 18086, ingress: 18087, admin: 18088 };
+const B = { egress: 18089, ingress: 18090, admin: 18091 };
+const OTLP_SINK = 18095;
+
 /** Whether this checkout has `outrigger proxy` yet. */
 function proxyAvailable(): boolean {
-  const r = spawnSync(process.execPath, [path.join(repo, 'src/main.ts'), 'proxy', '--help'], {
-    encoding: 'utf8',
-  });
+  const r = spawnSync(process.execPath, [main, 'proxy', '--help'], { encoding: 'utf8' });
   return r.status === 0 && r.stdout.includes('--egress-port');
 }
 
-export function outriggerTargets(env: OutriggerEnv): Promise<BenchTarget[]> {
+function endpoints(name: string, port: number, servicePort: number): string {
+  return `apiVersion: v1
+kind: Service
+metadata: { name: ${name}, namespace: bench }
+spec:
+  type: ClusterIP
+  clusterIP: 10.96.0.${servicePort === 80 ? 51 : 52}
+  ports: [{ name: http, port: 80, targetPort: ${port}, protocol: TCP }]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: ${name}-1
+  namespace: bench
+  labels: { kubernetes.io/service-name: ${name} }
+addressType: IPv4
+ports: [{ name: http, port: ${port}, protocol: TCP }]
+endpoints:
+  - addresses: ["127.0.0.1"]
+    conditions: { ready: true, serving: true, terminating: false }
+`;
+}
+
+/** Polls a sidecar's /readyz until it answers 200 (bounded). */
+async function readyz(adminPort: number, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const status = await new Promise<number>((resolve) => {
+      const req = http.get({ host: '127.0.0.1', port: adminPort, path: '/readyz', timeout: 1_000 }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on('timeout', () => req.destroy());
+      req.on('error', () => resolve(0));
+    });
+    if (status === 200) return;
+    if (Date.now() > deadline)
+      throw new Error(`sidecar on admin port ${adminPort} not ready after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** A loopback OTLP/HTTP collector that accepts and discards, so span export costs what it would. */
+function startSink(): Promise<http.Server> {
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end());
+  });
+  return new Promise((resolve) => server.listen(OTLP_SINK, '127.0.0.1', () => resolve(server)));
+}
+
+function sidecar(env: OutriggerEnv, source: string, ports: typeof A, extra: string[] = []): ChildProcess {
+  return env.launch(process.execPath, [
+    main,
+    'proxy',
+    '--source',
+    `file:${source}`,
+    '--capture',
+    'explicit',
+    '--namespace',
+    'bench',
+    '--egress-port',
+    String(ports.egress),
+    '--ingress-port',
+    String(ports.ingress),
+    '--admin-port',
+    String(ports.admin),
+    '--trace-endpoint',
+    `http://127.0.0.1:${OTLP_SINK}/`,
+    '--log-level',
+    'warn',
+    ...extra,
+  ]);
+}
+
+export async function outriggerTargets(env: OutriggerEnv): Promise<BenchTarget[]> {
   if (!proxyAvailable()) {
     process.stderr.write(
       'bench: `outrigger proxy` is not available in this checkout; its rows are left out\n',
     );
-    return Promise.resolve([]);
+    return [];
   }
-  void env;
-  return Promise.resolve([]);
+  const source = path.join(env.dir, 'services.yaml');
+  writeFileSync(
+    source,
+    endpoints('one-hop', env.backendPort, 80) + '---\n' + endpoints('two-hop', B.ingress, 81),
+  );
+  const sink = await startSink();
+  process.once('exit', () => sink.close());
+  return [
+    {
+      name: 'outrigger 1 hop',
+      port: A.egress,
+      authority: 'one-hop',
+      start: () => [sidecar(env, source, A)],
+      ready: () => readyz(A.admin),
+      note: 'egress listener, explicit mode, Host: one-hop -> file-source Service -> backend',
+    },
+    {
+      name: 'outrigger 2 hops',
+      port: A.egress,
+      authority: 'two-hop',
+      start: () => [
+        sidecar(env, source, A),
+        sidecar(env, source, B, ['--app-port', String(env.backendPort)]),
+      ],
+      ready: async () => {
+        await readyz(A.admin);
+        await readyz(B.admin);
+      },
+      note: "egress of sidecar A -> ingress of sidecar B -> backend; CPU and RSS are both sidecars' sums",
+    },
+  ];
 }

@@ -37,6 +37,8 @@ export interface BenchTarget {
   authority: string;
   /** Starts the target; returns the processes whose CPU and RSS count as the target's. */
   start(): ChildProcess[] | Promise<ChildProcess[]>;
+  /** Resolves when the target can serve (default: its port accepts connections). */
+  ready?(): Promise<void>;
   note?: string;
 }
 
@@ -268,7 +270,7 @@ function wrk(
 
 async function measure(t: BenchTarget): Promise<Row> {
   const procs = await t.start();
-  await waitPort(t.port);
+  await (t.ready ? t.ready() : waitPort(t.port));
   const pids = procs.flatMap((p) => (p.pid ? tree(p.pid) : []));
   const target = { host: '127.0.0.1', port: t.port, authority: t.authority };
   // Warm up (JIT, pools), then settle so the idle RSS is after the warm-up's garbage.
