@@ -205,6 +205,25 @@ export const options = {
     describe: 'load-balancing algorithm',
     scope: 'proxy',
   }),
+  retryStatuses: opt<number[]>({
+    flag: '--retry-statuses <codes>',
+    env: 'OUTRIGGER_RETRY_STATUSES',
+    annotation: a('retry-statuses'),
+    parser: {
+      allowed: 'comma-separated HTTP statuses from 500 to 599, e.g. 502,503 (empty: none)',
+      parse: (raw: string) =>
+        raw.trim() === ''
+          ? []
+          : raw.split(',').map((part) => {
+              const n = /^\s*5\d\d\s*$/.test(part) ? Number(part) : NaN;
+              if (Number.isNaN(n)) throw new p.ValueError();
+              return n;
+            }),
+    },
+    default: [],
+    describe: 'statuses on which idempotent requests without a body are retried on another endpoint',
+    scope: 'proxy',
+  }),
   connectTimeoutMs: opt({
     flag: '--connect-timeout-ms <ms>',
     env: 'OUTRIGGER_CONNECT_TIMEOUT_MS',

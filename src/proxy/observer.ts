@@ -93,3 +93,21 @@ function guard<T>(f: () => T): T | undefined {
     return undefined;
   }
 }
+
+/** Makes end() idempotent, for paths where an error and a close can both try to finish a hop. */
+export function endOnce(hop: Hop): Hop {
+  let ended = false;
+  return {
+    ...hop,
+    setService: (s) => hop.setService(s),
+    setEndpoint: (a, p) => hop.setEndpoint(a, p),
+    addRetry: (r) => hop.addRetry(r),
+    setStale: (s) => hop.setStale(s),
+    inject: (h) => hop.inject(h),
+    end: (r) => {
+      if (ended) return;
+      ended = true;
+      hop.end(r);
+    },
+  };
+}

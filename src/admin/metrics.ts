@@ -1,0 +1,132 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/**
+ * The sidecar's Prometheus metrics. Names follow Istio's and Linkerd's shapes (requests by
+ * direction/service/status, latency histograms) under an outrigger_ prefix. The proxy feeds it
+ * through its own narrow sink port (src/proxy/metrics-observer.ts); discovery and tracing figures
+ * are read at scrape time.
+ */
+export interface DiscoveryGauges {
+  ready: boolean;
+  subscriptions: number;
+  watches: number;
+  staleServices: number;
+  /** Seconds since the oldest stale entry went stale; 0 when nothing is stale. */
+  oldestStaleSeconds: number;
+}
+
+export interface MetricsSources {
+  discovery?: () => DiscoveryGauges;
+  /** Extra gauges read at scrape time (e.g. tracing span counters, token expiry). */
+  extra?: () => Record<string, { help: string; value: number }>;
+}
+
+export class Metrics {
+  readonly registry = new Registry();
+  readonly #requests: Counter<'direction' | 'service' | 'status' | 'error'>;
+  readonly #latency: Histogram<'direction' | 'service'>;
+  readonly #connectErrors: Counter<'service'>;
+  readonly #ejections: Counter<'service'>;
+  readonly #retries: Counter<'direction' | 'service' | 'reason'>;
+  readonly #extraGauges = new Map<string, Gauge>();
+  #sources: MetricsSources = {};
+
+  constructor(opts: { defaultMetrics?: boolean } = {}) {
+    const registers = [this.registry];
+    if (opts.defaultMetrics !== false)
+      collectDefaultMetrics({ register: this.registry, prefix: 'outrigger_process_' });
+    this.#requests = new Counter({
+      name: 'outrigger_requests_total',
+      help: 'Requests and streams proxied, by direction, Service ("" for passthrough), status and proxy error code',
+      labelNames: ['direction', 'service', 'status', 'error'],
+      registers,
+    });
+    this.#latency = new Histogram({
+      name: 'outrigger_request_duration_seconds',
+      help: 'Time from request received to response finished',
+      labelNames: ['direction', 'service'],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    });
+    this.#connectErrors = new Counter({
+      name: 'outrigger_upstream_connect_errors_total',
+      help: 'Failed connects to upstream endpoints',
+      labelNames: ['service'],
+      registers,
+    });
+    this.#ejections = new Counter({
+      name: 'outrigger_endpoint_ejections_total',
+      help: 'Endpoints ejected by outlier detection',
+      labelNames: ['service'],
+      registers,
+    });
+    this.#retries = new Counter({
+      name: 'outrigger_retries_total',
+      help: 'Retried attempts, by reason',
+      labelNames: ['direction', 'service', 'reason'],
+      registers,
+    });
+    const sources = (): MetricsSources => this.#sources;
+    const gauge = (name: string, help: string, read: (d: DiscoveryGauges) => number): void => {
+      new Gauge({
+        name,
+        help,
+        registers,
+        collect() {
+          const d = sources().discovery?.();
+          if (d) this.set(read(d));
+        },
+      });
+    };
+    gauge('outrigger_discovery_ready', '1 once discovery can route (latched)', (d) => (d.ready ? 1 : 0));
+    gauge('outrigger_discovery_subscriptions', 'Services subscribed to', (d) => d.subscriptions);
+    gauge('outrigger_discovery_watches', 'Live watches on the API server', (d) => d.watches);
+    gauge(
+      'outrigger_discovery_stale_services',
+      'Services served from last-known-good data',
+      (d) => d.staleServices,
+    );
+    gauge(
+      'outrigger_discovery_staleness_seconds',
+      'Age of the oldest stale discovery entry',
+      (d) => d.oldestStaleSeconds,
+    );
+  }
+
+  setSources(sources: MetricsSources): void {
+    this.#sources = sources;
+  }
+
+  request(direction: string, service: string, status: number, error: string, seconds: number): void {
+    this.#requests.inc({ direction, service, status: String(status), error });
+    this.#latency.observe({ direction, service }, seconds);
+  }
+
+  retry(direction: string, service: string, reason: string): void {
+    this.#retries.inc({ direction, service, reason });
+  }
+
+  connectError(service: string): void {
+    this.#connectErrors.inc({ service });
+  }
+
+  ejection(service: string): void {
+    this.#ejections.inc({ service });
+  }
+
+  async render(): Promise<string> {
+    for (const [name, { help, value }] of Object.entries(this.#sources.extra?.() ?? {})) {
+      let g = this.#extraGauges.get(name);
+      if (!g) {
+        g = new Gauge({ name, help, registers: [this.registry] });
+        this.#extraGauges.set(name, g);
+      }
+      g.set(value);
+    }
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+}

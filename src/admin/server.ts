@@ -1,0 +1,108 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { redact } from '../shared/log.ts';
+
+/**
+ * The admin listener (default :7402): /healthz, /readyz (with discovery detail), /metrics, and
+ * /debug/* sections that other modules register. /debug/* and POST /drain answer only on loopback
+ * (Istio's and Linkerd's rule for their admin endpoints): they expose topology and configuration,
+ * and every value passes through redact() so secrets never leave.
+ */
+export interface Readiness {
+  ready: boolean;
+  detail: unknown;
+}
+
+export interface AdminOptions {
+  host: string;
+  port: number;
+  readiness: () => Readiness;
+  metrics: { render(): Promise<string>; contentType: string };
+  debug: Record<string, () => unknown>;
+  /** POST /drain (loopback only): a preStop hook's way to start draining before SIGTERM. */
+  drain?: () => void;
+}
+
+export function isLoopback(address: string | undefined): boolean {
+  if (!address) return false;
+  return address === '::1' || address.startsWith('127.') || address.startsWith('::ffff:127.');
+}
+
+export class AdminServer {
+  readonly #o: AdminOptions;
+  readonly #server: Server;
+
+  constructor(o: AdminOptions) {
+    this.#o = o;
+    this.#server = createServer({ headersTimeout: 5_000, requestTimeout: 10_000 }, (req, res) => {
+      this.#handle(req, res).catch(() => send(res, 500, 'text/plain', 'internal error\n'));
+    });
+  }
+
+  async start(): Promise<void> {
+    await new Promise<void>((resolve, reject) => {
+      this.#server.once('error', reject);
+      this.#server.listen(this.#o.port, this.#o.host, () => resolve());
+    });
+  }
+
+  port(): number {
+    const a = this.#server.address();
+    return typeof a === 'object' && a ? a.port : 0;
+  }
+
+  close(): Promise<void> {
+    return new Promise((resolve) => {
+      this.#server.close(() => resolve());
+      this.#server.closeAllConnections();
+    });
+  }
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = (req.url ?? '/').split('?')[0] ?? '/';
+    if (path === '/healthz') return send(res, 200, 'text/plain', 'ok\n');
+    if (path === '/readyz') {
+      const r = this.#o.readiness();
+      return send(
+        res,
+        r.ready ? 200 : 503,
+        'application/json',
+        JSON.stringify({ ready: r.ready, detail: redact(r.detail) }) + '\n',
+      );
+    }
+    if (path === '/metrics')
+      return send(res, 200, this.#o.metrics.contentType, await this.#o.metrics.render());
+    const local = isLoopback(req.socket.remoteAddress);
+    if (path === '/drain' && this.#o.drain) {
+      if (!local) return send(res, 403, 'text/plain', 'loopback only\n');
+      if (req.method !== 'POST') return send(res, 405, 'text/plain', 'POST only\n');
+      this.#o.drain();
+      return send(res, 202, 'text/plain', 'draining\n');
+    }
+    if (path === '/debug' || path.startsWith('/debug/')) {
+      if (!local) return send(res, 403, 'text/plain', '/debug is answered on loopback only\n');
+      const name = path.slice('/debug/'.length);
+      const section = this.#o.debug[name];
+      if (!section)
+        return send(
+          res,
+          404,
+          'application/json',
+          JSON.stringify({ sections: Object.keys(this.#o.debug) }) + '\n',
+        );
+      return send(res, 200, 'application/json', JSON.stringify(redact(section()), replacer, 2) + '\n');
+    }
+    send(res, 404, 'text/plain', 'not found\n');
+  }
+}
+
+function replacer(_k: string, v: unknown): unknown {
+  if (v instanceof Map) return Object.fromEntries(v);
+  if (v instanceof Set) return [...v];
+  return v;
+}
+
+function send(res: ServerResponse, status: number, type: string, body: string): void {
+  if (res.headersSent) return void res.end();
+  res.writeHead(status, { 'content-type': type, 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+}

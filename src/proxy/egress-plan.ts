@@ -1,0 +1,142 @@
+import { isIP } from 'node:net';
+import type { Balancers } from '../balance/balancer.ts';
+import type { AffinityTable } from '../routing/affinity.ts';
+import type { Destination as RouteDestination, Router } from '../routing/router.ts';
+import type { Destination } from './capture-port.ts';
+import type { ForwardPlan, Upstream } from './forward.ts';
+import type { ProxyErrorCode } from './status.ts';
+
+/**
+ * Decides where one egress request or stream goes (DESIGN.md sections 5 and 6): a balanced
+ * endpoint of a cluster Service, or a passthrough to the original destination (transparent) or the
+ * resolved host (explicit), or a proxy error.
+ */
+export interface EgressPolicy {
+  router: Router;
+  balancers: Balancers;
+  affinity: AffinityTable;
+  egressPolicy: 'allow-all' | 'cluster-only';
+  /** Our own listeners, for the loop guard. */
+  ownPorts: ReadonlySet<number>;
+  retryStatuses: ReadonlySet<number>;
+  maxAttempts: number;
+  onConnectError?: (service: string) => void;
+}
+
+export type Decision =
+  | { kind: 'error'; code: ProxyErrorCode; detail: string; service?: string; stale?: boolean }
+  | (ForwardPlan & { kind: 'plan'; service?: string; stale: boolean; passthrough: boolean });
+
+const LOCAL = new Set(['127.0.0.1', '::1', 'localhost', '0.0.0.0', '::']);
+
+export function isLoop(host: string, port: number, ownPorts: ReadonlySet<number>): boolean {
+  return ownPorts.has(port) && (LOCAL.has(host) || host.startsWith('127.'));
+}
+
+export async function decide(
+  policy: EgressPolicy,
+  dest: RouteDestination,
+  original: Destination | undefined,
+  client: string,
+): Promise<Decision> {
+  const port = dest.port ?? dest.defaultPort;
+  if (isLoop(dest.host, port, policy.ownPorts))
+    return {
+      kind: 'error',
+      code: 'loop_detected',
+      detail: `refusing to proxy to the sidecar's own listener ${dest.host}:${port}`,
+    };
+  const route = await policy.router.route(dest);
+  if (route.kind === 'passthrough') {
+    if (policy.egressPolicy === 'cluster-only')
+      return {
+        kind: 'error',
+        code: 'egress_denied',
+        detail: `${dest.host}:${port} is not a cluster Service (${route.reason}) and the egress policy is cluster-only`,
+      };
+    const target =
+      original && route.reason !== 'external_name' ? original : { address: route.host, port: route.port };
+    return single(policy, target, route.serviceKey);
+  }
+  const { serviceKey, endpoints, service } = route;
+  if (endpoints.length === 0)
+    return {
+      kind: 'error',
+      code: 'no_endpoints',
+      detail: `service ${serviceKey} has no ready endpoints`,
+      service: serviceKey,
+      stale: route.stale,
+    };
+  const balancer = policy.balancers.for(serviceKey);
+  const byId = new Map<string, Upstream>();
+  for (const e of endpoints) {
+    const up = { id: endpointId(e.address, e.port), host: e.address, port: e.port };
+    byId.set(up.id, up);
+  }
+  const ids = [...byId.keys()];
+  balancer.retain(ids);
+  // Last-known-good rule 4: stale endpoints that all keep failing give way to the cluster's own path.
+  if (route.stale && original && balancer.allEjected(ids))
+    return single(policy, original, serviceKey, route.stale);
+  const affinity = service.sessionAffinity === 'ClientIP';
+  const timeout = service.affinityTimeoutSeconds;
+  const next = (tried: ReadonlySet<string>): Upstream | undefined => {
+    if (affinity && tried.size === 0) {
+      const bound = policy.affinity.lookup(
+        serviceKey,
+        client,
+        timeout,
+        (id) => byId.has(id) && !balancer.isEjected(id),
+      );
+      if (bound) return byId.get(bound);
+    }
+    const id = balancer.pick(ids, tried);
+    if (id === undefined) return undefined;
+    if (affinity) policy.affinity.bind(serviceKey, client, id);
+    return byId.get(id);
+  };
+  return {
+    kind: 'plan',
+    service: serviceKey,
+    stale: route.stale,
+    passthrough: false,
+    next,
+    canTry: (tried) => ids.some((id) => !tried.has(id)),
+    start: (up) => {
+      const done = balancer.start(up.id);
+      return (outcome) => {
+        if (outcome === 'connect_failure') policy.onConnectError?.(serviceKey);
+        done(outcome);
+      };
+    },
+    retryStatuses: policy.retryStatuses,
+    maxAttempts: policy.maxAttempts,
+    budget: balancer.budget,
+  };
+}
+
+function single(policy: EgressPolicy, target: Destination, service?: string, stale = false): Decision {
+  if (isLoop(target.address, target.port, policy.ownPorts))
+    return {
+      kind: 'error',
+      code: 'loop_detected',
+      detail: `refusing to proxy to the sidecar's own listener`,
+    };
+  const up = { id: endpointId(target.address, target.port), host: target.address, port: target.port };
+  return {
+    kind: 'plan',
+    ...(service ? { service } : {}),
+    stale,
+    passthrough: true,
+    next: (tried) => (tried.has(up.id) ? undefined : up),
+    canTry: (tried) => !tried.has(up.id),
+    start: () => (outcome) => {
+      if (outcome === 'connect_failure') policy.onConnectError?.(service ?? '');
+    },
+    retryStatuses: new Set(),
+    maxAttempts: 1,
+  };
+}
+
+export const endpointId = (address: string, port: number): string =>
+  isIP(address) === 6 ? `[${address}]:${port}` : `${address}:${port}`;

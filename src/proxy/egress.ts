@@ -1,0 +1,261 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Clock } from '../shared/clock.ts';
+import { errorMessage } from '../shared/errors.ts';
+import type { Logger } from '../shared/log.ts';
+import { splitHostPort } from '../routing/authority.ts';
+import type { Destination as RouteDestination } from '../routing/router.ts';
+import type { Destination, OriginalDestination } from './capture-port.ts';
+import { decide, type Decision, type EgressPolicy } from './egress-plan.ts';
+import type { Forwarder } from './forward.ts';
+import { upstreamRequestHeaders } from './headers.ts';
+import { endOnce, type Hop, type HopObserver } from './observer.ts';
+import { sendError, statusOf, writeSocketError, type ProxyErrorCode } from './status.ts';
+import { openUpstream, splice } from './tunnel.ts';
+
+/**
+ * The egress listener's handlers: the app's outbound HTTP requests (origin-form under transparent
+ * capture, absolute-form and CONNECT under explicit capture), WebSocket upgrades, and opaque TCP
+ * streams that transparent capture hands over.
+ */
+export interface EgressOptions {
+  policy: EgressPolicy;
+  forwarder: Forwarder;
+  observer: HopObserver;
+  log: Logger;
+  clock: Clock;
+  originalDestination?: OriginalDestination;
+  connectTimeoutMs: number;
+  idleTimeoutMs: number;
+}
+
+type Target = { dest: RouteDestination; original?: Destination } | { error: string };
+
+export class EgressHandler {
+  readonly #o: EgressOptions;
+
+  constructor(o: EgressOptions) {
+    this.#o = o;
+  }
+
+  readonly onRequest = (req: IncomingMessage, res: ServerResponse): void => {
+    const hop = this.#startHop(req, 'http');
+    this.#handle(req, res, hop).catch((e: unknown) => {
+      this.#o.log.error('egress request failed unexpectedly', { error: errorMessage(e) });
+      const status = sendError(res, 'upstream_failed', 'internal proxy error');
+      hop.end({ status, errorCode: 'upstream_failed', errorMessage: errorMessage(e) });
+    });
+  };
+
+  readonly onUpgrade = (req: IncomingMessage, socket: Socket, head: Buffer): void => {
+    const hop = this.#startHop(req, 'http');
+    socket.on('error', () => socket.destroy());
+    this.#upgrade(req, socket, head, hop).catch((e: unknown) =>
+      this.#socketFail(socket, hop, 'upstream_failed', errorMessage(e)),
+    );
+  };
+
+  readonly onConnect = (req: IncomingMessage, socket: Socket, head: Buffer): void => {
+    const hop = this.#startHop(req, 'tcp');
+    socket.on('error', () => socket.destroy());
+    this.#connect(req, socket, head, hop).catch((e: unknown) =>
+      this.#socketFail(socket, hop, 'upstream_failed', errorMessage(e)),
+    );
+  };
+
+  /** A non-HTTP stream from transparent capture, to be forwarded to its original destination. */
+  onTcp(socket: Socket, original: Destination): void {
+    const hop = endOnce(
+      this.#o.observer.startHop({
+        direction: 'egress',
+        method: '',
+        target: '',
+        authority: `${original.address}:${original.port}`,
+        headers: {},
+        ...(socket.remoteAddress ? { peerAddress: socket.remoteAddress } : {}),
+        protocol: 'tcp',
+      }),
+    );
+    socket.on('error', () => socket.destroy());
+    const dest = { host: original.address, port: original.port, defaultPort: original.port };
+    this.#stream(socket, Buffer.alloc(0), dest, original, hop, false).catch((e: unknown) => {
+      socket.destroy();
+      hop.end({ status: 0, errorCode: 'upstream_failed', errorMessage: errorMessage(e) });
+    });
+  }
+
+  #startHop(req: IncomingMessage, protocol: 'http' | 'tcp'): Hop {
+    return endOnce(
+      this.#o.observer.startHop({
+        direction: 'egress',
+        method: req.method ?? '',
+        target: req.url ?? '',
+        authority: req.headers.host ?? '',
+        headers: req.headers,
+        ...(req.socket.remoteAddress ? { peerAddress: req.socket.remoteAddress } : {}),
+        protocol,
+      }),
+    );
+  }
+
+  async #handle(req: IncomingMessage, res: ServerResponse, hop: Hop): Promise<void> {
+    const target = this.#target(req);
+    if ('error' in target) {
+      const status = sendError(res, 'bad_request', target.error);
+      hop.end({ status, errorCode: 'bad_request', errorMessage: target.error });
+      return;
+    }
+    const decision = await decide(
+      this.#o.policy,
+      target.dest,
+      target.original,
+      req.socket.remoteAddress ?? '',
+    );
+    this.#annotate(hop, decision);
+    if (decision.kind === 'error') {
+      const status = sendError(res, decision.code, decision.detail);
+      this.#logRefusal(decision);
+      hop.end({ status, errorCode: decision.code, errorMessage: decision.detail });
+      return;
+    }
+    req.headers = upstreamRequestHeaders(req.headers, req.socket.remoteAddress) as IncomingMessage['headers'];
+    const result = await this.#o.forwarder.forward(req, res, decision, hop);
+    if (result.errorCode)
+      this.#o.log.warn('egress request failed', {
+        service: decision.service,
+        code: result.errorCode,
+        cause: result.errorMessage,
+      });
+    hop.end(result);
+  }
+
+  async #upgrade(req: IncomingMessage, socket: Socket, head: Buffer, hop: Hop): Promise<void> {
+    const target = this.#target(req);
+    if ('error' in target) return this.#socketFail(socket, hop, 'bad_request', target.error);
+    const decision = await decide(
+      this.#o.policy,
+      target.dest,
+      target.original,
+      req.socket.remoteAddress ?? '',
+    );
+    this.#annotate(hop, decision);
+    if (decision.kind === 'error') return this.#socketFail(socket, hop, decision.code, decision.detail);
+    const up = decision.next(new Set());
+    if (!up) return this.#socketFail(socket, hop, 'upstream_failed', 'no endpoint');
+    hop.setEndpoint(up.host, up.port);
+    const done = decision.start(up);
+    req.headers = upstreamRequestHeaders(
+      req.headers,
+      req.socket.remoteAddress,
+      true,
+    ) as IncomingMessage['headers'];
+    const trace: Record<string, string> = {};
+    hop.inject(trace);
+    Object.assign(req.headers, trace);
+    socket.setTimeout(this.#o.idleTimeoutMs, () => socket.destroy());
+    this.#o.forwarder.proxy.ws(
+      req,
+      socket,
+      head,
+      { target: { host: up.host, port: up.port } as unknown as string },
+      (err: Error) => {
+        done('connect_failure');
+        this.#socketFail(
+          socket,
+          hop,
+          'upstream_failed',
+          `upgrade to ${up.host}:${up.port} failed: ${errorMessage(err)}`,
+        );
+      },
+    );
+    socket.once('close', () => {
+      done('success');
+      hop.end({ status: 101 });
+    });
+  }
+
+  async #connect(req: IncomingMessage, socket: Socket, head: Buffer, hop: Hop): Promise<void> {
+    const hp = splitHostPort(req.url ?? '');
+    if (!hp || hp.port === undefined)
+      return this.#socketFail(socket, hop, 'bad_request', 'CONNECT needs host:port');
+    await this.#stream(
+      socket,
+      head,
+      { host: hp.host, port: hp.port, defaultPort: hp.port },
+      undefined,
+      hop,
+      true,
+    );
+  }
+
+  async #stream(
+    socket: Socket,
+    head: Buffer,
+    dest: RouteDestination,
+    original: Destination | undefined,
+    hop: Hop,
+    http: boolean,
+  ): Promise<void> {
+    const decision = await decide(this.#o.policy, dest, original, socket.remoteAddress ?? '');
+    this.#annotate(hop, decision);
+    if (decision.kind === 'error') {
+      this.#logRefusal(decision);
+      if (http) return this.#socketFail(socket, hop, decision.code, decision.detail);
+      socket.destroy();
+      hop.end({ status: 0, errorCode: decision.code, errorMessage: decision.detail });
+      return;
+    }
+    const open = await openUpstream(decision, hop, this.#o.clock, this.#o.connectTimeoutMs);
+    if (!open.ok) {
+      const code = open.timedOut ? 'upstream_timeout' : 'upstream_failed';
+      if (http) return this.#socketFail(socket, hop, code, open.detail);
+      socket.destroy();
+      hop.end({ status: 0, errorCode: code, errorMessage: open.detail });
+      return;
+    }
+    if (http) socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+    if (head.length > 0) open.upstream.write(head);
+    await splice(socket, open.upstream, this.#o.idleTimeoutMs);
+    hop.end({ status: http ? 200 : 0 });
+  }
+
+  #target(req: IncomingMessage): Target {
+    const url = req.url ?? '';
+    if (/^[a-z][a-z0-9+.-]*:\/\//i.test(url)) {
+      let u: URL;
+      try {
+        u = new URL(url);
+      } catch {
+        return { error: 'malformed absolute-form request target' };
+      }
+      if (u.protocol !== 'http:' && u.protocol !== 'ws:')
+        return { error: `unsupported scheme ${u.protocol} (use CONNECT for TLS)` };
+      // RFC 9112 section 3.2.2: the absolute-form authority wins over Host.
+      req.headers.host = u.host;
+      req.url = (u.pathname || '/') + u.search;
+      const host = u.hostname.replace(/^\[|\]$/g, '').toLowerCase();
+      return { dest: { host, ...(u.port ? { port: Number(u.port) } : {}), defaultPort: 80 } };
+    }
+    if (!url.startsWith('/') && url !== '*') return { error: 'malformed request target' };
+    const original = this.#o.originalDestination?.(req.socket);
+    if (original)
+      return { dest: { host: original.address, port: original.port, defaultPort: original.port }, original };
+    const hp = splitHostPort(req.headers.host ?? '');
+    if (!hp) return { error: 'missing or malformed Host header' };
+    return { dest: { host: hp.host, ...(hp.port ? { port: hp.port } : {}), defaultPort: 80 } };
+  }
+
+  #annotate(hop: Hop, d: Decision): void {
+    if (d.service) hop.setService(d.service);
+    if (d.stale) hop.setStale(true);
+  }
+
+  #logRefusal(d: Extract<Decision, { kind: 'error' }>): void {
+    this.#o.log.warn('egress refused', { code: d.code, service: d.service, cause: d.detail });
+  }
+
+  #socketFail(socket: Socket, hop: Hop, code: ProxyErrorCode, detail: string): void {
+    writeSocketError(socket, code, detail);
+    hop.end({ status: statusOf[code], errorCode: code, errorMessage: detail });
+  }
+}

@@ -1,0 +1,152 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Clock } from '../shared/clock.ts';
+import { errorMessage } from '../shared/errors.ts';
+import type { Logger } from '../shared/log.ts';
+import type { Destination, OriginalDestination } from './capture-port.ts';
+import type { ForwardPlan, Forwarder, Upstream } from './forward.ts';
+import { upstreamRequestHeaders } from './headers.ts';
+import { endOnce, type Hop, type HopObserver } from './observer.ts';
+import { sendError, statusOf, writeSocketError, type ProxyErrorCode } from './status.ts';
+import { openUpstream, splice } from './tunnel.ts';
+
+/**
+ * The ingress listener's handlers: requests from other pods go to the app on localhost, at the
+ * original destination port under transparent capture, else at the first --app-port.
+ */
+export interface IngressOptions {
+  forwarder: Forwarder;
+  observer: HopObserver;
+  log: Logger;
+  clock: Clock;
+  appPorts: readonly number[];
+  appHost: string;
+  ownPorts: ReadonlySet<number>;
+  originalDestination?: OriginalDestination;
+  connectTimeoutMs: number;
+  idleTimeoutMs: number;
+}
+
+export class IngressHandler {
+  readonly #o: IngressOptions;
+
+  constructor(o: IngressOptions) {
+    this.#o = o;
+  }
+
+  readonly onRequest = (req: IncomingMessage, res: ServerResponse): void => {
+    const hop = this.#startHop(req, 'http');
+    const plan = this.#plan(req.socket);
+    if ('error' in plan) {
+      const status = sendError(res, plan.code, plan.error);
+      hop.end({ status, errorCode: plan.code, errorMessage: plan.error });
+      return;
+    }
+    req.headers = upstreamRequestHeaders(req.headers, req.socket.remoteAddress) as IncomingMessage['headers'];
+    this.#o.forwarder
+      .forward(req, res, plan, hop)
+      .then((r) => {
+        if (r.errorCode)
+          this.#o.log.warn('ingress request failed', { code: r.errorCode, cause: r.errorMessage });
+        hop.end(r);
+      })
+      .catch((e: unknown) => {
+        const status = sendError(res, 'upstream_failed', 'internal proxy error');
+        hop.end({ status, errorCode: 'upstream_failed', errorMessage: errorMessage(e) });
+      });
+  };
+
+  readonly onUpgrade = (req: IncomingMessage, socket: Socket, head: Buffer): void => {
+    const hop = this.#startHop(req, 'http');
+    socket.on('error', () => socket.destroy());
+    const plan = this.#plan(req.socket);
+    if ('error' in plan) return this.#socketFail(socket, hop, plan.code, plan.error);
+    const up = plan.next(new Set()) as Upstream;
+    hop.setEndpoint(up.host, up.port);
+    req.headers = upstreamRequestHeaders(
+      req.headers,
+      req.socket.remoteAddress,
+      true,
+    ) as IncomingMessage['headers'];
+    socket.setTimeout(this.#o.idleTimeoutMs, () => socket.destroy());
+    this.#o.forwarder.proxy.ws(
+      req,
+      socket,
+      head,
+      { target: { host: up.host, port: up.port } as unknown as string },
+      (err: Error) =>
+        this.#socketFail(socket, hop, 'upstream_failed', `upgrade to the app failed: ${errorMessage(err)}`),
+    );
+    socket.once('close', () => hop.end({ status: 101 }));
+  };
+
+  /** A non-HTTP stream for the app (transparent capture, or a Service that targets the ingress port). */
+  onTcp(socket: Socket): void {
+    const hop = endOnce(
+      this.#o.observer.startHop({
+        direction: 'ingress',
+        method: '',
+        target: '',
+        authority: '',
+        headers: {},
+        ...(socket.remoteAddress ? { peerAddress: socket.remoteAddress } : {}),
+        protocol: 'tcp',
+      }),
+    );
+    socket.on('error', () => socket.destroy());
+    const plan = this.#plan(socket);
+    if ('error' in plan) {
+      socket.destroy();
+      hop.end({ status: 0, errorCode: plan.code, errorMessage: plan.error });
+      return;
+    }
+    void openUpstream(plan, hop, this.#o.clock, this.#o.connectTimeoutMs).then(async (open) => {
+      if (!open.ok) {
+        socket.destroy();
+        hop.end({ status: 0, errorCode: 'upstream_failed', errorMessage: open.detail });
+        return;
+      }
+      await splice(socket, open.upstream, this.#o.idleTimeoutMs);
+      hop.end({ status: 0 });
+    });
+  }
+
+  #startHop(req: IncomingMessage, protocol: 'http' | 'tcp'): Hop {
+    return endOnce(
+      this.#o.observer.startHop({
+        direction: 'ingress',
+        method: req.method ?? '',
+        target: req.url ?? '',
+        authority: req.headers.host ?? '',
+        headers: req.headers,
+        ...(req.socket.remoteAddress ? { peerAddress: req.socket.remoteAddress } : {}),
+        protocol,
+      }),
+    );
+  }
+
+  #appPort(socket: Socket): number | undefined {
+    const original: Destination | undefined = this.#o.originalDestination?.(socket);
+    if (original && !this.#o.ownPorts.has(original.port)) return original.port;
+    return this.#o.appPorts[0];
+  }
+
+  #plan(socket: Socket): ForwardPlan | { error: string; code: ProxyErrorCode } {
+    const port = this.#appPort(socket);
+    if (port === undefined)
+      return { error: 'no app port is configured for ingress', code: 'upstream_failed' };
+    const up: Upstream = { id: `${this.#o.appHost}:${port}`, host: this.#o.appHost, port };
+    return {
+      next: (tried) => (tried.has(up.id) ? undefined : up),
+      canTry: (tried) => !tried.has(up.id),
+      start: () => () => {},
+      retryStatuses: new Set(),
+      maxAttempts: 1,
+    };
+  }
+
+  #socketFail(socket: Socket, hop: Hop, code: ProxyErrorCode, detail: string): void {
+    writeSocketError(socket, code, detail);
+    hop.end({ status: statusOf[code], errorCode: code, errorMessage: detail });
+  }
+}

@@ -1,0 +1,94 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Logger } from '../shared/log.ts';
+import { sendError, writeSocketError } from './status.ts';
+
+/**
+ * An http.Server with the limits a sidecar needs (reference/security.md section 4): Node's strict
+ * parser (never insecureHTTPParser), bounded header size and count (431), a headers timeout that
+ * cuts off slowloris clients, a whole-request timeout, and parse errors answered with 400 and a
+ * close instead of an exception.
+ */
+export interface ServerLimits {
+  maxHeaderBytes: number;
+  maxHeaders: number;
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
+  /** Idle time of a client keep-alive connection between requests. */
+  keepAliveTimeoutMs: number;
+  /** How often Node checks the two timeouts above. */
+  checkIntervalMs: number;
+}
+
+export const defaultLimits: ServerLimits = {
+  maxHeaderBytes: 16 * 1024,
+  // Envoy's default max_request_headers_count.
+  maxHeaders: 100,
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 300_000,
+  keepAliveTimeoutMs: 60_000,
+  checkIntervalMs: 1_000,
+};
+
+export type RequestHandler = (req: IncomingMessage, res: ServerResponse) => void;
+
+export function createLimitedServer(limits: ServerLimits, onRequest: RequestHandler, log: Logger): Server {
+  const server = createServer({
+    maxHeaderSize: limits.maxHeaderBytes,
+    headersTimeout: limits.headersTimeoutMs,
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    connectionsCheckingInterval: limits.checkIntervalMs,
+    requireHostHeader: true,
+    insecureHTTPParser: false,
+    joinDuplicateHeaders: false,
+  });
+  // Node silently drops headers past maxHeadersCount; keep one more so an excess is detectable.
+  server.maxHeadersCount = limits.maxHeaders + 1;
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    const problem = checkRequest(req, limits);
+    if (problem) {
+      sendError(res, problem.code, problem.detail, true);
+      return;
+    }
+    try {
+      onRequest(req, res);
+    } catch (e) {
+      log.error('request handler threw', { error: e });
+      sendError(res, 'upstream_failed', 'internal proxy error');
+    }
+  });
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
+    const code = err.code ?? '';
+    if (code === 'ECONNRESET' || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    if (code === 'HPE_HEADER_OVERFLOW')
+      writeSocketError(socket, 'headers_too_large', 'request headers too large');
+    else if (code === 'ERR_HTTP_REQUEST_TIMEOUT')
+      writeSocketError(socket, 'request_timeout', 'request not received in time');
+    else writeSocketError(socket, 'bad_request', `malformed request (${code || 'parse error'})`);
+    log.debug('client error', { code });
+  });
+  return server;
+}
+
+function checkRequest(
+  req: IncomingMessage,
+  limits: ServerLimits,
+): { code: 'bad_request' | 'headers_too_large'; detail: string } | undefined {
+  if (req.rawHeaders.length / 2 > limits.maxHeaders)
+    return { code: 'headers_too_large', detail: `more than ${limits.maxHeaders} request headers` };
+  let hosts = 0;
+  let lengths = 0;
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    const name = req.rawHeaders[i]?.toLowerCase();
+    if (name === 'host') hosts++;
+    else if (name === 'content-length') lengths++;
+  }
+  // RFC 9112 section 3.2: a repeated Host is a 400; a repeated Content-Length is a framing hazard.
+  if (hosts > 1) return { code: 'bad_request', detail: 'repeated Host header' };
+  if (lengths > 1) return { code: 'bad_request', detail: 'repeated Content-Length header' };
+  return undefined;
+}

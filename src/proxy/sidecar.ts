@@ -1,0 +1,204 @@
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
+import type { Clock } from '../shared/clock.ts';
+import type { Logger } from '../shared/log.ts';
+import type { EgressHandler } from './egress.ts';
+import type { IngressHandler } from './ingress.ts';
+import { createLimitedServer, type ServerLimits } from './server.ts';
+
+/**
+ * The egress and ingress listeners and their lifecycle. Under transparent capture each listener
+ * first looks at the client's first bytes: HTTP/1 goes to the HTTP server, anything else (or a
+ * client that stays silent, as in server-speaks-first protocols) is an opaque TCP stream.
+ *
+ * Shutdown (DESIGN.md section 6, reference/security.md section 6): drain() stops ingress at once
+ * (no new connections; in-flight requests finish, their connections close), while egress keeps
+ * serving until the app has gone or the grace period ends, then closes.
+ */
+export interface ListenerSpec {
+  host: string;
+  port: number;
+}
+
+export interface SidecarOptions {
+  egress: ListenerSpec & { handler: EgressHandler };
+  ingress: ListenerSpec & { handler: IngressHandler };
+  limits: ServerLimits;
+  /** Sniff for non-HTTP streams (transparent capture). */
+  sniff: boolean;
+  /** Under sniffing, how long a silent client is waited for before it is treated as TCP. */
+  detectTimeoutMs: number;
+  /** The original destination of a captured egress stream (transparent capture). */
+  originalDestination?: (socket: Socket) => { address: string; port: number } | undefined;
+  log: Logger;
+  clock: Clock;
+}
+
+interface Listener {
+  http: Server;
+  front: NetServer | Server;
+  sockets: Set<Socket>;
+  inflight: number;
+}
+
+const HTTP_START =
+  /^(GET|HEAD|POST|PUT|DELETE|OPTIONS|PATCH|TRACE|CONNECT|PRI|PROPFIND|MKCOL|COPY|MOVE|LOCK|UNLOCK|[A-Z]{3,12}) /;
+
+export class Sidecar {
+  readonly #o: SidecarOptions;
+  readonly #egress: Listener;
+  readonly #ingress: Listener;
+  #draining = false;
+
+  constructor(o: SidecarOptions) {
+    this.#o = o;
+    this.#egress = this.#listener(o.egress.handler.onRequest, (s) => this.#egressTcp(s));
+    const e = o.egress.handler;
+    this.#egress.http.on('connect', e.onConnect);
+    this.#egress.http.on('upgrade', e.onUpgrade);
+    this.#ingress = this.#listener(
+      (req, res) => {
+        if (this.#draining) res.setHeader('connection', 'close');
+        o.ingress.handler.onRequest(req, res);
+      },
+      (s) => o.ingress.handler.onTcp(s),
+    );
+    this.#ingress.http.on('upgrade', o.ingress.handler.onUpgrade);
+  }
+
+  async start(): Promise<void> {
+    await listen(this.#egress.front, this.#o.egress);
+    await listen(this.#ingress.front, this.#o.ingress);
+  }
+
+  /** Bound addresses (port 0 in tests picks a free port). */
+  ports(): { egress: number; ingress: number } {
+    return { egress: portOf(this.#egress.front), ingress: portOf(this.#ingress.front) };
+  }
+
+  get draining(): boolean {
+    return this.#draining;
+  }
+
+  connections(): { egress: number; ingress: number; egressInflight: number; ingressInflight: number } {
+    return {
+      egress: this.#egress.sockets.size,
+      ingress: this.#ingress.sockets.size,
+      egressInflight: this.#egress.inflight,
+      ingressInflight: this.#ingress.inflight,
+    };
+  }
+
+  /**
+   * Stops ingress and drains it, keeps egress until appGone() says the app has exited (polled) or
+   * graceMs passes, then closes everything.
+   */
+  async drain(graceMs: number, appGone: () => Promise<boolean>): Promise<void> {
+    this.#draining = true;
+    const deadline = this.#o.clock.now() + graceMs;
+    this.#o.log.info('draining: ingress closed, egress kept until the app exits', { graceMs });
+    const ingressClosed = closeListener(this.#ingress);
+    while (this.#o.clock.now() < deadline) {
+      if (this.#ingress.inflight === 0 && this.#egress.inflight === 0 && (await appGone())) break;
+      await this.#o.clock.sleep(Math.min(200, Math.max(1, deadline - this.#o.clock.now())));
+    }
+    await Promise.race([
+      Promise.all([ingressClosed, closeListener(this.#egress)]),
+      this.#o.clock.sleep(Math.max(0, deadline - this.#o.clock.now())),
+    ]);
+    this.close();
+  }
+
+  /** Closes both listeners and every connection at once. */
+  close(): void {
+    for (const l of [this.#egress, this.#ingress]) {
+      l.front.close();
+      if (l.front !== l.http) l.http.close();
+      for (const s of l.sockets) s.destroy();
+    }
+  }
+
+  #listener(
+    onRequest: (req: IncomingMessage, res: ServerResponse) => void,
+    onTcp: (s: Socket) => void,
+  ): Listener {
+    const l: Listener = {
+      http: createLimitedServer(
+        this.#o.limits,
+        (req, res) => {
+          l.inflight++;
+          res.once('close', () => l.inflight--);
+          onRequest(req, res);
+        },
+        this.#o.log,
+      ),
+      front: undefined as unknown as NetServer,
+      sockets: new Set(),
+      inflight: 0,
+    };
+    const track = (s: Socket): void => {
+      l.sockets.add(s);
+      s.once('close', () => l.sockets.delete(s));
+    };
+    if (!this.#o.sniff) {
+      l.http.on('connection', track);
+      l.front = l.http;
+      return l;
+    }
+    l.front = createNetServer({ pauseOnConnect: false, noDelay: true }, (socket) => {
+      track(socket);
+      this.#sniff(socket, l.http, onTcp);
+    });
+    return l;
+  }
+
+  #sniff(socket: Socket, http: Server, onTcp: (s: Socket) => void): void {
+    socket.on('error', () => socket.destroy());
+    const timer = this.#o.clock.setTimer(this.#o.detectTimeoutMs, () => {
+      socket.off('data', onData);
+      onTcp(socket);
+    });
+    const onData = (chunk: Buffer): void => {
+      timer.cancel();
+      socket.off('data', onData);
+      socket.pause();
+      socket.unshift(chunk);
+      if (HTTP_START.test(chunk.subarray(0, 16).toString('latin1'))) http.emit('connection', socket);
+      else onTcp(socket);
+      socket.resume();
+    };
+    socket.on('data', onData);
+  }
+
+  #egressTcp(socket: Socket): void {
+    const original = this.#o.originalDestination?.(socket);
+    if (!original) {
+      socket.destroy();
+      return;
+    }
+    this.#o.egress.handler.onTcp(socket, original);
+  }
+}
+
+function listen(server: NetServer | Server, spec: ListenerSpec): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(spec.port, spec.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+function portOf(server: NetServer | Server): number {
+  const a = server.address();
+  return typeof a === 'object' && a ? a.port : 0;
+}
+
+function closeListener(l: Listener): Promise<void> {
+  return new Promise((resolve) => {
+    l.front.close(() => resolve());
+    if (l.front !== l.http) l.http.close();
+    l.http.closeIdleConnections();
+  });
+}

@@ -1,0 +1,77 @@
+import type { ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { ErrorCode } from '../shared/errors.ts';
+
+/**
+ * THE one mapping of error codes to HTTP statuses (src/shared/errors.ts points here). Every
+ * proxy-generated error carries a short plain-text body and the stable code in x-outrigger-error,
+ * like Linkerd's l5d-proxy-error, so a client can tell the sidecar's answers from the app's.
+ */
+export type ProxyErrorCode = Extract<
+  ErrorCode,
+  | 'no_endpoints'
+  | 'upstream_failed'
+  | 'upstream_timeout'
+  | 'egress_denied'
+  | 'loop_detected'
+  | 'bad_request'
+  | 'headers_too_large'
+  | 'request_timeout'
+>;
+
+export const statusOf: Readonly<Record<ProxyErrorCode, number>> = {
+  no_endpoints: 503,
+  upstream_failed: 502,
+  upstream_timeout: 504,
+  egress_denied: 403,
+  // Linkerd answers a request to its own outbound listener with 502: it is a failed upstream.
+  loop_detected: 502,
+  bad_request: 400,
+  headers_too_large: 431,
+  request_timeout: 408,
+};
+
+export const ERROR_HEADER = 'x-outrigger-error';
+
+const reasons: Record<number, string> = {
+  400: 'Bad Request',
+  403: 'Forbidden',
+  408: 'Request Timeout',
+  431: 'Request Header Fields Too Large',
+  502: 'Bad Gateway',
+  503: 'Service Unavailable',
+  504: 'Gateway Timeout',
+};
+
+/** Answers a request with a proxy error; safe to call when headers were already sent (it resets). */
+export function sendError(res: ServerResponse, code: ProxyErrorCode, detail: string, close = false): number {
+  const status = statusOf[code];
+  if (res.headersSent || res.destroyed) {
+    res.destroy();
+    return status;
+  }
+  const body = `${detail}\n`;
+  res.writeHead(status, {
+    'content-type': 'text/plain; charset=utf-8',
+    'content-length': Buffer.byteLength(body),
+    [ERROR_HEADER]: code,
+    ...(close ? { connection: 'close' } : {}),
+  });
+  res.end(body);
+  return status;
+}
+
+/** The same answer written on a raw socket (parse errors, failed CONNECT and upgrades); closes it. */
+export function writeSocketError(socket: Socket, code: ProxyErrorCode, detail: string): number {
+  const status = statusOf[code];
+  if (socket.writable) {
+    const body = `${detail}\n`;
+    socket.end(
+      `HTTP/1.1 ${status} ${reasons[status] ?? 'Error'}\r\ncontent-type: text/plain; charset=utf-8\r\n` +
+        `content-length: ${Buffer.byteLength(body)}\r\n${ERROR_HEADER}: ${code}\r\nconnection: close\r\n\r\n${body}`,
+    );
+  } else {
+    socket.destroy();
+  }
+  return status;
+}

@@ -1,0 +1,90 @@
+import { connect, type Socket } from 'node:net';
+import type { Clock } from '../shared/clock.ts';
+import type { ForwardPlan, Upstream } from './forward.ts';
+import type { Hop } from './observer.ts';
+
+/**
+ * Opaque byte streams: CONNECT tunnels and non-HTTP TCP. Connecting is retried on other endpoints
+ * (no byte was sent yet); once connected the two sockets are piped and closed together.
+ */
+export type TunnelOpen =
+  | { ok: true; upstream: Socket; up: Upstream; done: (failed: boolean) => void }
+  | { ok: false; timedOut: boolean; detail: string };
+
+export async function openUpstream(
+  plan: ForwardPlan,
+  hop: Hop,
+  clock: Clock,
+  connectTimeoutMs: number,
+): Promise<TunnelOpen> {
+  const tried = new Set<string>();
+  let detail = 'no endpoint to try';
+  let timedOut = false;
+  for (let attempt = 0; attempt < Math.max(plan.maxAttempts, 1); attempt++) {
+    const up = plan.next(tried);
+    if (!up) break;
+    if (attempt > 0) {
+      if (plan.budget && !plan.budget.tryWithdraw()) break;
+      hop.addRetry('connect_failure');
+    }
+    tried.add(up.id);
+    hop.setEndpoint(up.host, up.port);
+    const done = plan.start(up);
+    const r = await connectOnce(up, clock, connectTimeoutMs);
+    if (r.ok) {
+      done('success');
+      return { ok: true, upstream: r.socket, up, done: () => {} };
+    }
+    done('connect_failure');
+    detail = `connect to ${up.host}:${up.port} failed: ${r.detail}`;
+    timedOut = r.timedOut;
+  }
+  return { ok: false, timedOut, detail };
+}
+
+function connectOnce(
+  up: Upstream,
+  clock: Clock,
+  timeoutMs: number,
+): Promise<{ ok: true; socket: Socket } | { ok: false; timedOut: boolean; detail: string }> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: up.host, port: up.port, noDelay: true });
+    const timer = clock.setTimer(timeoutMs, () => {
+      socket.destroy();
+      resolve({ ok: false, timedOut: true, detail: `timed out after ${timeoutMs} ms` });
+    });
+    socket.once('connect', () => {
+      timer.cancel();
+      socket.removeAllListeners('error');
+      resolve({ ok: true, socket });
+    });
+    socket.once('error', (e: NodeJS.ErrnoException) => {
+      timer.cancel();
+      resolve({ ok: false, timedOut: false, detail: e.code ?? e.message });
+    });
+  });
+}
+
+/**
+ * Pipes two sockets both ways; resolves when both are closed. An end is passed on (pipe ends the
+ * other side once its writes are flushed); an error or the idle timeout destroys both.
+ */
+export function splice(a: Socket, b: Socket, idleMs: number): Promise<void> {
+  return new Promise((resolve) => {
+    let closed = 0;
+    const kill = (): void => {
+      a.destroy();
+      b.destroy();
+    };
+    for (const s of [a, b]) {
+      s.setTimeout(idleMs, kill);
+      s.on('error', kill);
+      s.once('close', (hadError) => {
+        if (hadError) kill();
+        if (++closed === 2) resolve();
+      });
+    }
+    a.pipe(b);
+    b.pipe(a);
+  });
+}

@@ -1,0 +1,165 @@
+import {
+  createServer,
+  request,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
+import { connect, createServer as createNetServer, type AddressInfo } from 'node:net';
+import { createDataPath, type DataPath, type DataPathConfig, type DataPathDeps } from '../../../src/app.ts';
+import { FakeResolver } from '../../../src/discovery/fake-resolver.ts';
+import { memoryLogger } from '../../../src/shared/log.ts';
+
+/** Test backends and a sidecar on 127.0.0.1 with free ports; everything stays on loopback. */
+export interface Backend {
+  port: number;
+  hits: { method: string; url: string; headers: IncomingHttpHeaders }[];
+  server: Server;
+  close(): Promise<void>;
+}
+
+export async function startBackend(
+  handle: (req: IncomingMessage, res: ServerResponse) => void = (req, res) => {
+    res.setHeader('content-type', 'text/plain');
+    res.end(`hello from ${req.socket.localPort}`);
+  },
+): Promise<Backend> {
+  const hits: Backend['hits'] = [];
+  const server = createServer({ keepAliveTimeout: 5_000 }, (req, res) => {
+    hits.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers });
+    handle(req, res);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    port: (server.address() as AddressInfo).port,
+    hits,
+    server,
+    close: () =>
+      new Promise((r) => {
+        server.close(() => r());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+/** A port on which nothing listens (connections are refused). */
+export async function closedPort(): Promise<number> {
+  const s = createNetServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as AddressInfo).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+export const baseConfig: DataPathConfig = {
+  capture: 'explicit',
+  egressPort: 0,
+  ingressPort: 0,
+  adminPort: 0,
+  appPorts: [],
+  clusterDomain: 'cluster.local',
+  egressPolicy: 'allow-all',
+  balancer: 'round-robin',
+  connectTimeoutMs: 1_000,
+  requestTimeoutMs: 5_000,
+  idleTimeoutMs: 10_000,
+  retryStatuses: [],
+};
+
+export interface Proxy {
+  dp: DataPath;
+  resolver: FakeResolver;
+  log: ReturnType<typeof memoryLogger>;
+  egress: number;
+  ingress: number;
+  admin: number;
+  close(): Promise<void>;
+}
+
+export async function startProxy(
+  config: Partial<DataPathConfig> = {},
+  deps: Partial<DataPathDeps> = {},
+  resolver = new FakeResolver(),
+): Promise<Proxy> {
+  const log = memoryLogger('warn');
+  const dp = createDataPath(
+    { ...baseConfig, ...config },
+    {
+      resolver,
+      namespace: 'default',
+      log,
+      hosts: { egress: '127.0.0.1', ingress: '127.0.0.1', admin: '127.0.0.1', app: '127.0.0.1' },
+      discoveryWaitMs: 0,
+      ...deps,
+    },
+  );
+  await dp.start();
+  const ports = dp.ports();
+  return { dp, resolver, log, ...ports, close: () => dp.close() };
+}
+
+export interface Reply {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+/** One request over a fresh connection (agent: false), so tests do not share sockets. */
+export function send(
+  port: number,
+  opts: { method?: string; path?: string; headers?: Record<string, string | string[]>; body?: string } = {},
+): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        method: opts.method ?? 'GET',
+        path: opts.path ?? '/',
+        headers: opts.headers ?? {},
+        agent: false,
+      },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (body += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(opts.body);
+  });
+}
+
+/** Writes raw bytes and collects everything until the server closes (bounded by timeoutMs). */
+export function raw(port: number, data: string, timeoutMs = 5_000): Promise<string> {
+  return new Promise((resolve) => {
+    const s = connect({ host: '127.0.0.1', port });
+    let out = '';
+    const timer = setTimeout(() => {
+      s.destroy();
+      resolve(out + '<<timeout>>');
+    }, timeoutMs);
+    s.setEncoding('latin1');
+    s.on('data', (c: string) => (out += c));
+    s.on('close', () => {
+      clearTimeout(timer);
+      resolve(out);
+    });
+    s.on('error', () => {});
+    s.write(data, 'latin1');
+  });
+}
+
+/** Reads one metric sample value from /metrics text (0 when absent). */
+export async function metric(proxy: Proxy, name: string, labels: Record<string, string>): Promise<number> {
+  const text = await proxy.dp.metrics.render();
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(name + '{')) continue;
+    const ok = Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`));
+    if (ok) return Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return 0;
+}
