@@ -57,6 +57,10 @@ export function injectPod(pod: PodLike, ns: NamespaceInfo, settings: InjectorSet
   patch.prepend('/spec/initContainers', spec.initContainers, inits);
   if (!config.nativeSidecar) patch.prepend('/spec/containers', spec.containers, [sidecar]);
   patch.append('/spec/volumes', spec.volumes, volumes(config, capture));
+  // A projected token needs a named ServiceAccount. The ServiceAccount admission plugin names
+  // "default" before webhooks run; where it is off, the pod would be refused, so name it here.
+  if (spec.serviceAccountName === undefined && spec.serviceAccount === undefined)
+    patch.ops.push({ op: 'add', path: '/spec/serviceAccountName', value: 'default' });
   addAnnotations(patch, pod, {
     [INJECTED_ANNOTATION]: JSON.stringify({
       version: settings.version,

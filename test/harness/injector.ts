@@ -1,6 +1,7 @@
 // Test helpers for the injection webhook: certificates from the project's own script, and a
 // Secret-volume directory written and rotated the way kubelet's AtomicWriter does it.
 import { spawnSync } from 'node:child_process';
+import https from 'node:https';
 import {
   mkdirSync,
   readdirSync,
@@ -62,4 +63,58 @@ export function rotateSecretDir(dir: string, files: Record<string, string>): voi
   symlinkSync(writeVersion(dir, files), path.join(dir, '..data_tmp'));
   renameSync(path.join(dir, '..data_tmp'), path.join(dir, '..data'));
   for (const o of old) rmSync(path.join(dir, o), { recursive: true, force: true });
+}
+
+export interface RawReply {
+  status: number;
+  warnings: string[];
+  body: Record<string, unknown>;
+}
+
+/**
+ * One API request that also returns the `Warning` headers, where admission warnings arrive
+ * (KubeAdmin.request returns bodies only). Never throws on a status: callers assert it.
+ */
+export function kubeRaw(
+  server: string,
+  caPem: string,
+  token: string,
+  method: string,
+  urlPath: string,
+  body?: unknown,
+): Promise<RawReply> {
+  const payload = body === undefined ? undefined : JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = https.request(
+      new URL(urlPath, server),
+      {
+        method,
+        ca: caPem,
+        agent: false,
+        timeout: 30_000,
+        headers: {
+          authorization: `Bearer ${token}`,
+          accept: 'application/json',
+          ...(payload ? { 'content-type': 'application/json' } : {}),
+        },
+      },
+      (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c.toString()));
+        res.on('end', () => {
+          const raw: string | string[] | undefined = res.headers.warning;
+          const list: string[] = raw === undefined ? [] : Array.isArray(raw) ? raw : [raw];
+          resolve({
+            status: res.statusCode ?? 0,
+            // `299 - "text"`: the agent is "-" and the text is a quoted string.
+            warnings: list.map((w) => w.replace(/^299 - "(.*)"$/, '$1').replaceAll('\\"', '"')),
+            body: text ? (JSON.parse(text) as Record<string, unknown>) : {},
+          });
+        });
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error(`${method} ${urlPath}: timed out`)));
+    req.on('error', reject);
+    req.end(payload);
+  });
 }
