@@ -157,6 +157,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     ...(od ? { originalDestination: od } : {}),
     log,
     clock,
+    onRejected: (listener, code, status) => metrics.rejected(listener, status, code),
   });
   metrics.setSources({
     discovery: () => discoveryGauges(deps.resolver.status(), clock.now()),

@@ -102,6 +102,11 @@ export class Metrics {
     this.#latency.observe({ direction, service }, seconds);
   }
 
+  /** A request refused by the listener limits before routing: counted, with no latency sample. */
+  rejected(direction: string, status: number, error: string): void {
+    this.#requests.inc({ direction, service: '', status: String(status), error });
+  }
+
   retry(direction: string, service: string, reason: string): void {
     this.#retries.inc({ direction, service, reason });
   }

@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from '../shared/log.ts';
-import { sendError, writeSocketError } from './status.ts';
+import { sendError, writeSocketError, type ProxyErrorCode } from './status.ts';
 
 /**
  * An http.Server with the limits a sidecar needs (reference/security.md section 4): Node's strict
@@ -32,14 +32,23 @@ export const defaultLimits: ServerLimits = {
 
 export type RequestHandler = (req: IncomingMessage, res: ServerResponse) => void;
 
-export function createLimitedServer(limits: ServerLimits, onRequest: RequestHandler, log: Logger): Server {
+/** Called for every request the limits reject before it reaches the handler. */
+export type OnRejected = (code: ProxyErrorCode, status: number) => void;
+
+export function createLimitedServer(
+  limits: ServerLimits,
+  onRequest: RequestHandler,
+  log: Logger,
+  onRejected: OnRejected = () => {},
+): Server {
   const server = createServer({
     maxHeaderSize: limits.maxHeaderBytes,
     headersTimeout: limits.headersTimeoutMs,
     requestTimeout: limits.requestTimeoutMs,
     keepAliveTimeout: limits.keepAliveTimeoutMs,
     connectionsCheckingInterval: limits.checkIntervalMs,
-    requireHostHeader: true,
+    // Checked below instead, so that the 400 carries x-outrigger-error like every other.
+    requireHostHeader: false,
     insecureHTTPParser: false,
     joinDuplicateHeaders: false,
   });
@@ -48,7 +57,7 @@ export function createLimitedServer(limits: ServerLimits, onRequest: RequestHand
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     const problem = checkRequest(req, limits);
     if (problem) {
-      sendError(res, problem.code, problem.detail, true);
+      onRejected(problem.code, sendError(res, problem.code, problem.detail, true));
       return;
     }
     try {
@@ -64,11 +73,18 @@ export function createLimitedServer(limits: ServerLimits, onRequest: RequestHand
       socket.destroy();
       return;
     }
-    if (code === 'HPE_HEADER_OVERFLOW')
-      writeSocketError(socket, 'headers_too_large', 'request headers too large');
-    else if (code === 'ERR_HTTP_REQUEST_TIMEOUT')
-      writeSocketError(socket, 'request_timeout', 'request not received in time');
-    else writeSocketError(socket, 'bad_request', `malformed request (${code || 'parse error'})`);
+    const ours: ProxyErrorCode =
+      code === 'HPE_HEADER_OVERFLOW'
+        ? 'headers_too_large'
+        : code === 'ERR_HTTP_REQUEST_TIMEOUT'
+          ? 'request_timeout'
+          : 'bad_request';
+    const detail = {
+      headers_too_large: 'request headers too large',
+      request_timeout: 'request not received in time',
+      bad_request: `malformed request (${code || 'parse error'})`,
+    }[ours as 'bad_request'];
+    onRejected(ours, writeSocketError(socket, ours, detail));
     log.debug('client error', { code });
   });
   return server;
@@ -89,6 +105,7 @@ function checkRequest(
   }
   // RFC 9112 section 3.2: a repeated Host is a 400; a repeated Content-Length is a framing hazard.
   if (hosts > 1) return { code: 'bad_request', detail: 'repeated Host header' };
+  if (hosts === 0 && req.httpVersion === '1.1') return { code: 'bad_request', detail: 'missing Host header' };
   if (lengths > 1) return { code: 'bad_request', detail: 'repeated Content-Length header' };
   return undefined;
 }

@@ -32,6 +32,8 @@ export interface SidecarOptions {
   originalDestination?: (socket: Socket) => { address: string; port: number } | undefined;
   log: Logger;
   clock: Clock;
+  /** A request rejected by the listener limits (400/408/431) before routing. */
+  onRejected?: (listener: 'egress' | 'ingress', code: string, status: number) => void;
 }
 
 interface Listener {
@@ -52,11 +54,12 @@ export class Sidecar {
 
   constructor(o: SidecarOptions) {
     this.#o = o;
-    this.#egress = this.#listener(o.egress.handler.onRequest, (s) => this.#egressTcp(s));
+    this.#egress = this.#listener('egress', o.egress.handler.onRequest, (s) => this.#egressTcp(s));
     const e = o.egress.handler;
     this.#egress.http.on('connect', e.onConnect);
     this.#egress.http.on('upgrade', e.onUpgrade);
     this.#ingress = this.#listener(
+      'ingress',
       (req, res) => {
         if (this.#draining) res.setHeader('connection', 'close');
         o.ingress.handler.onRequest(req, res);
@@ -119,6 +122,7 @@ export class Sidecar {
   }
 
   #listener(
+    name: 'egress' | 'ingress',
     onRequest: (req: IncomingMessage, res: ServerResponse) => void,
     onTcp: (s: Socket) => void,
   ): Listener {
@@ -131,6 +135,7 @@ export class Sidecar {
           onRequest(req, res);
         },
         this.#o.log,
+        (code, status) => this.#o.onRejected?.(name, code, status),
       ),
       front: undefined as unknown as NetServer,
       sockets: new Set(),

@@ -44,7 +44,15 @@ const reasons: Record<number, string> = {
 };
 
 /** Answers a request with a proxy error; safe to call when headers were already sent (it resets). */
-export function sendError(res: ServerResponse, code: ProxyErrorCode, detail: string, close = false): number {
+/** Client errors leave the connection in an unknown state (framing): close it after answering. */
+const CLOSES: ReadonlySet<ProxyErrorCode> = new Set(['bad_request', 'headers_too_large', 'request_timeout']);
+
+export function sendError(
+  res: ServerResponse,
+  code: ProxyErrorCode,
+  detail: string,
+  close = CLOSES.has(code),
+): number {
   const status = statusOf[code];
   if (res.headersSent || res.destroyed) {
     res.destroy();

@@ -1,0 +1,78 @@
+/**
+ * Malformed and smuggling-shaped requests (reference/security.md section 4.1 and the Node CVE list
+ * there). Each must get a 4xx and a closed connection, and the process must stay up.
+ */
+const H = 'Host: web.prod\r\n';
+export const corpus: { name: string; data: string; status: number }[] = [
+  {
+    name: 'CL and TE together',
+    data: `POST / HTTP/1.1\r\n${H}Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n`,
+    status: 400,
+  },
+  {
+    name: 'differing duplicate Content-Length',
+    data: `POST / HTTP/1.1\r\n${H}Content-Length: 4\r\nContent-Length: 5\r\n\r\nabcde`,
+    status: 400,
+  },
+  {
+    name: 'identical duplicate Content-Length',
+    data: `POST / HTTP/1.1\r\n${H}Content-Length: 4\r\nContent-Length: 4\r\n\r\nabcd`,
+    status: 400,
+  },
+  {
+    name: 'TE whose final coding is not chunked',
+    data: `POST / HTTP/1.1\r\n${H}Transfer-Encoding: chunked, gzip\r\n\r\n0\r\n\r\n`,
+    status: 400,
+  },
+  {
+    name: 'duplicate TE chunked',
+    data: `POST / HTTP/1.1\r\n${H}Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n`,
+    status: 400,
+  },
+  { name: 'space before colon', data: `GET / HTTP/1.1\r\nHost : web.prod\r\n\r\n`, status: 400 },
+  {
+    name: 'space inside Content-Length',
+    data: `POST / HTTP/1.1\r\n${H}Content-Length: 1 0\r\n\r\n0123456789`,
+    status: 400,
+  },
+  {
+    name: 'signed Content-Length',
+    data: `POST / HTTP/1.1\r\n${H}Content-Length: +4\r\n\r\nabcd`,
+    status: 400,
+  },
+  { name: 'obs-fold continuation line', data: `GET / HTTP/1.1\r\n${H}X-A: b\r\n c\r\n\r\n`, status: 400 },
+  { name: 'bare CR in a header value', data: `GET / HTTP/1.1\r\n${H}X-A: b\rc\r\n\r\n`, status: 400 },
+  { name: 'header end \\r\\n\\rX (CVE-2025-23167)', data: `GET / HTTP/1.1\r\n${H}\r\n\rX`, status: 400 },
+  { name: 'invalid header name character', data: `GET / HTTP/1.1\r\n${H}X(A): b\r\n\r\n`, status: 400 },
+  { name: 'NUL in header value', data: `GET / HTTP/1.1\r\n${H}X-A: b\u0000c\r\n\r\n`, status: 400 },
+  { name: 'missing Host on HTTP/1.1', data: `GET / HTTP/1.1\r\n\r\n`, status: 400 },
+  { name: 'repeated Host', data: `GET / HTTP/1.1\r\n${H}Host: other\r\n\r\n`, status: 400 },
+  {
+    name: 'invalid chunk size',
+    data: `POST / HTTP/1.1\r\n${H}Transfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n`,
+    status: 400,
+  },
+  {
+    name: 'TLS ClientHello on a plain port',
+    data: '\u0016\u0003\u0001\u0002\u0000\u0001\u0000\u0001\u00fc\u0003\u0003',
+    status: 400,
+  },
+  { name: 'garbage request line', data: `HELLO\r\n\r\n`, status: 400 },
+  { name: 'unknown HTTP version', data: `GET / HTTP/9.1\r\n${H}\r\n`, status: 400 },
+  {
+    name: 'https absolute-form to a plain proxy',
+    data: `GET https://web.prod/ HTTP/1.1\r\n${H}\r\n`,
+    status: 400,
+  },
+  { name: 'relative request target', data: `GET foo HTTP/1.1\r\n${H}\r\n`, status: 400 },
+  {
+    name: 'oversized headers',
+    data: `GET / HTTP/1.1\r\n${H}X-Big: ${'a'.repeat(20_000)}\r\n\r\n`,
+    status: 431,
+  },
+  {
+    name: 'too many headers',
+    data: `GET / HTTP/1.1\r\n${H}${Array.from({ length: 120 }, (_, i) => `X-H${i}: v\r\n`).join('')}\r\n`,
+    status: 431,
+  },
+];

@@ -1,0 +1,89 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ep, service } from '../routing/fixtures.ts';
+import { corpus } from './corpus.ts';
+import { metric, raw, send, startBackend, startProxy, type Backend, type Proxy } from './harness.ts';
+
+let backend: Backend;
+let proxy: Proxy;
+
+before(async () => {
+  backend = await startBackend();
+  proxy = await startProxy(
+    {},
+    { limits: { headersTimeoutMs: 300, requestTimeoutMs: 600, checkIntervalMs: 100 } },
+  );
+  proxy.resolver.set(service('prod', 'web', { eps: { http: [ep('127.0.0.1', backend.port)] } }));
+});
+
+after(async () => {
+  await proxy.close();
+  await backend.close();
+});
+
+for (const c of corpus) {
+  test(`malformed: ${c.name} -> ${c.status} and the connection closes`, async () => {
+    const reply = await raw(proxy.egress, c.data);
+    assert.match(reply, new RegExp(`^HTTP/1\\.1 ${c.status} `), JSON.stringify(reply.slice(0, 200)));
+    assert.ok(!reply.endsWith('<<timeout>>'), 'the proxy closed the connection');
+    assert.match(reply, /x-outrigger-error: /i);
+  });
+}
+
+test('rejections are counted by status and code', async () => {
+  assert.ok(
+    (await metric(proxy, 'outrigger_requests_total', {
+      direction: 'egress',
+      status: '400',
+      error: 'bad_request',
+    })) >= 19,
+  );
+  assert.ok(
+    (await metric(proxy, 'outrigger_requests_total', {
+      direction: 'egress',
+      status: '431',
+      error: 'headers_too_large',
+    })) >= 2,
+  );
+});
+
+test('after the whole corpus the process still proxies, and nothing reached the backend', async () => {
+  const before = backend.hits.length;
+  assert.equal((await send(proxy.egress, { headers: { host: 'web.prod' } })).status, 200);
+  assert.equal(backend.hits.length, before + 1);
+  assert.equal(
+    backend.hits.some((h) => h.method === 'POST'),
+    false,
+    'no smuggled body was forwarded',
+  );
+});
+
+test('header count over the limit answered by the request handler is counted as 431', async () => {
+  const headers: Record<string, string> = { host: 'web.prod' };
+  for (let i = 0; i < 101; i++) headers[`x-h${i}`] = 'v';
+  const r = await send(proxy.egress, { headers }).catch(() => undefined);
+  assert.ok(r === undefined || r.status === 431);
+});
+
+test('slowloris: a client that never finishes its headers is cut off with 408', async () => {
+  const reply = await raw(proxy.egress, `GET / HTTP/1.1\r\nHost: web.prod\r\nX-Slow: `, 10_000);
+  assert.ok(!reply.endsWith('<<timeout>>'), 'the connection was closed by the proxy');
+  assert.match(reply, /^HTTP\/1\.1 408 /);
+  assert.equal(
+    await metric(proxy, 'outrigger_requests_total', {
+      direction: 'egress',
+      status: '408',
+      error: 'request_timeout',
+    }),
+    1,
+  );
+});
+
+test('slow body: a request whose body never completes is cut off', async () => {
+  const reply = await raw(
+    proxy.egress,
+    `POST / HTTP/1.1\r\nHost: web.prod\r\nContent-Length: 100\r\n\r\nabc`,
+    10_000,
+  );
+  assert.ok(!reply.endsWith('<<timeout>>'), 'the connection was closed by the proxy');
+});
