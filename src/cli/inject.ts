@@ -13,18 +13,19 @@ const shaping = (Object.keys(options) as OptionName[]).filter(
   (n) => n !== 'inject' && (options[n].scope === 'inject' || n === 'capture'),
 );
 
-export function addInjectionOptions(cmd: Command): Command {
-  for (const name of shaping) {
+export function addInjectionOptions(cmd: Command, extra: OptionName[] = []): Command {
+  for (const name of [...shaping, ...extra]) {
     const spec = options[name];
     cmd.addOption(new Option(spec.flag, `${spec.describe} (env ${spec.env})`));
   }
   return cmd;
 }
 
-/** Flags over OUTRIGGER_* environment over built-in defaults, validated by the shared loader. */
+/** Flags (commander keys are the option names) over OUTRIGGER_* env over defaults, validated by the shared loader. */
 export function injectionDefaults(opts: Record<string, unknown>): Config {
   const flags: Partial<Record<OptionName, string>> = {};
-  for (const name of shaping) if (typeof opts[name] === 'string') flags[name] = opts[name];
+  for (const name of Object.keys(options) as OptionName[])
+    if (typeof opts[name] === 'string') flags[name] = opts[name];
   return loadConfig({ flags, env: process.env });
 }
 

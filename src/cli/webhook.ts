@@ -54,7 +54,7 @@ export function webhookCommand(): Command {
         .env('OUTRIGGER_WEBHOOK_SHUTDOWN_DELAY_SECONDS')
         .default('5'),
     );
-  addInjectionOptions(cmd);
+  addInjectionOptions(cmd, ['logLevel']);
   return cmd.action(async (flags: WebhookFlags) => {
     const defaults = injectionDefaults(flags);
     const { host, port } = parseListen(flags.listen);
