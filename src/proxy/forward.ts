@@ -81,6 +81,13 @@ export class Forwarder {
     this.#proxy.on('proxyReq', (proxyReq, req) => this.#hooks.get(req)?.onProxyReq(proxyReq));
     this.#proxy.on('proxyRes', (proxyRes, req) => this.#hooks.get(req)?.onProxyRes(proxyRes));
     // Errors arrive through the per-call callback; this keeps an unexpected one from crashing.
+    // http-proxy pipes upgraded sockets but never passes on a close without FIN: tie them.
+    this.#proxy.on('proxyReqWs', (proxyReq, _req, socket) => {
+      proxyReq.on('upgrade', (_res, upstream) => {
+        socket.once('close', () => upstream.destroy());
+        upstream.once('close', () => socket.destroy());
+      });
+    });
     this.#proxy.on('error', () => {});
     this.#proxy.on('econnreset', () => {});
   }

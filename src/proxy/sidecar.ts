@@ -168,9 +168,13 @@ export class Sidecar {
       socket.off('data', onData);
       socket.pause();
       socket.unshift(chunk);
-      if (HTTP_START.test(chunk.subarray(0, 16).toString('latin1'))) http.emit('connection', socket);
-      else onTcp(socket);
-      socket.resume();
+      if (HTTP_START.test(chunk.subarray(0, 16).toString('latin1'))) {
+        http.emit('connection', socket);
+        socket.resume();
+      } else {
+        // Stays paused until the tunnel pipes it, so no byte is lost while the route is decided.
+        onTcp(socket);
+      }
     };
     socket.on('data', onData);
   }

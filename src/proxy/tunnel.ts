@@ -80,7 +80,9 @@ export function splice(a: Socket, b: Socket, idleMs: number): Promise<void> {
       s.setTimeout(idleMs, kill);
       s.on('error', kill);
       s.once('close', (hadError) => {
+        // A side destroyed without a FIN never emits 'end', so pipe() would not pass it on.
         if (hadError) kill();
+        else (s === a ? b : a).end();
         if (++closed === 2) resolve();
       });
     }

@@ -1,0 +1,57 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { connect } from 'node:net';
+import { ep, service } from '../routing/fixtures.ts';
+import { send, startBackend, startProxy } from './harness.ts';
+
+const refuses = (port: number): Promise<boolean> =>
+  new Promise((resolve) => {
+    const s = connect({ host: '127.0.0.1', port });
+    s.once('connect', () => {
+      s.destroy();
+      resolve(false);
+    });
+    s.once('error', () => resolve(true));
+  });
+
+async function eventually(cond: () => Promise<boolean>, what: string): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    if (await cond()) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  assert.fail(`never: ${what}`);
+}
+
+test('drain: ingress stops at once, egress serves until the app has gone, readiness drops', async () => {
+  const app = await startBackend();
+  const upstream = await startBackend();
+  const p = await startProxy({ appPorts: [app.port] });
+  p.resolver.set(service('prod', 'web', { eps: { http: [ep('127.0.0.1', upstream.port)] } }));
+  try {
+    assert.equal((await send(p.ingress, { headers: { host: 'me' } })).status, 200);
+    const drained = p.dp.drain(30_000);
+    await eventually(() => refuses(p.ingress), 'ingress refuses connections');
+    assert.equal((await send(p.admin, { path: '/readyz' })).status, 503);
+    // The app is still running (it may be finishing its own requests): egress keeps working.
+    assert.equal((await send(p.egress, { headers: { host: 'web.prod' } })).status, 200);
+    let finished = false;
+    void drained.then(() => (finished = true));
+    assert.equal(finished, false);
+    await app.close();
+    await drained;
+    assert.equal(await refuses(p.egress), true);
+  } finally {
+    await p.close();
+    await upstream.close();
+  }
+});
+
+test('drain without app ports ends once nothing is in flight', async () => {
+  const p = await startProxy();
+  try {
+    await p.dp.drain(30_000);
+    assert.equal(await refuses(p.egress), true);
+  } finally {
+    await p.close();
+  }
+});

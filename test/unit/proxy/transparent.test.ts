@@ -1,0 +1,125 @@
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { connect, createServer, type AddressInfo, type Server } from 'node:net';
+import type { Destination } from '../../../src/proxy/capture-port.ts';
+import { ep, service } from '../routing/fixtures.ts';
+import { closedPort, send, startBackend, startProxy, type Backend, type Proxy } from './harness.ts';
+
+/**
+ * Transparent-mode routing with the original destination injected (the real getsockopt path is
+ * the capture engineer's, tested in network namespaces): ClusterIP routing, passthrough, the
+ * stale-and-all-ejected fallback, and non-HTTP sniffing.
+ */
+let backend: Backend;
+let fallback: Backend;
+let echo: Server;
+let proxy: Proxy;
+let original: Destination | undefined;
+
+before(async () => {
+  backend = await startBackend();
+  fallback = await startBackend((_q, res) => res.end('original destination'));
+  echo = createServer((s) => s.pipe(s));
+  await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
+  proxy = await startProxy(
+    { capture: 'transparent' },
+    {
+      originalDestination: () => original,
+      detectTimeoutMs: 100,
+    },
+  );
+  proxy.resolver.set(
+    service('prod', 'web', { clusterIPs: ['10.96.0.7'], eps: { http: [ep('127.0.0.1', backend.port)] } }),
+  );
+});
+
+after(async () => {
+  await proxy.close();
+  await backend.close();
+  await fallback.close();
+  echo.close();
+});
+
+test('origin-form requests route by the original destination ClusterIP, not by Host', async () => {
+  original = { address: '10.96.0.7', port: 80 };
+  const r = await send(proxy.egress, { headers: { host: 'anything.example' } });
+  assert.equal(r.status, 200);
+  assert.equal(r.body, `hello from ${backend.port}`);
+});
+
+test('a destination that is no ClusterIP goes to the original destination', async () => {
+  original = { address: '127.0.0.1', port: fallback.port };
+  const r = await send(proxy.egress, { headers: { host: 'web.prod' } });
+  assert.equal(r.body, 'original destination');
+});
+
+test('stale data whose endpoints are all ejected falls back to the original destination', async () => {
+  const dead = await closedPort();
+  // The "ClusterIP" is loopback here so that the fallback stays on this machine.
+  proxy.resolver.set(
+    service('prod', 'stale', {
+      clusterIPs: ['127.0.0.1'],
+      ports: [{ name: 'http', port: fallback.port, protocol: 'TCP' }],
+      eps: { http: [ep('127.0.0.1', dead)] },
+    }),
+    true,
+  );
+  original = { address: '127.0.0.1', port: fallback.port };
+  // Consecutive connect failures (threshold 5) eject the only endpoint...
+  for (let i = 0; i < 5; i++) {
+    const r = await send(proxy.egress, { headers: { host: 'x' } });
+    assert.equal(r.status, 502);
+    assert.equal(r.headers['x-outrigger-error'], 'upstream_failed');
+  }
+  // ...after which the stale Service yields to the cluster's own path (DESIGN.md 4, rule 4).
+  const r = await send(proxy.egress, { headers: { host: 'x' } });
+  assert.equal(r.status, 200);
+  assert.equal(r.body, 'original destination');
+  const view = await send(proxy.admin, { path: '/debug/balancer' });
+  assert.match(view.body, /"ejected": true/);
+  proxy.resolver.services.delete('prod/stale');
+});
+
+test('a client that speaks first with something other than HTTP is streamed as TCP', async () => {
+  original = { address: '127.0.0.1', port: (echo.address() as AddressInfo).port };
+  const out = await new Promise<string>((resolve, reject) => {
+    const s = connect({ host: '127.0.0.1', port: proxy.egress });
+    let got = '';
+    const t = setTimeout(() => reject(new Error(`timeout: ${got}`)), 5_000);
+    s.setEncoding('latin1');
+    s.on('data', (c: string) => {
+      got += c;
+      if (got.includes('\u0000binary')) {
+        clearTimeout(t);
+        s.destroy();
+        resolve(got);
+      }
+    });
+    s.on('error', reject);
+    s.write('\u0000binary');
+  });
+  assert.equal(out, '\u0000binary');
+});
+
+test('a server-speaks-first client (silent) is streamed as TCP after the detect timeout', async () => {
+  const greeter = createServer((s) => s.end('220 hello\r\n'));
+  await new Promise<void>((r) => greeter.listen(0, '127.0.0.1', r));
+  original = { address: '127.0.0.1', port: (greeter.address() as AddressInfo).port };
+  try {
+    const out = await new Promise<string>((resolve, reject) => {
+      const s = connect({ host: '127.0.0.1', port: proxy.egress });
+      let got = '';
+      const t = setTimeout(() => reject(new Error(`timeout: ${got}`)), 5_000);
+      s.setEncoding('latin1');
+      s.on('data', (c: string) => (got += c));
+      s.on('close', () => {
+        clearTimeout(t);
+        resolve(got);
+      });
+      s.on('error', reject);
+    });
+    assert.equal(out, '220 hello\r\n');
+  } finally {
+    greeter.close();
+  }
+});
