@@ -100,14 +100,16 @@ export class Reflector {
         else await this.#pause(this.#backoff.next(), false);
       } catch (e) {
         if (this.#stop.signal.aborted) break;
-        if (isGone(e) && gones < 2) {
-          gones++;
+        if (isGone(e)) {
           // Watch 410: relist at the last RV (PR #86430: no thundering herd of quorum reads).
           // List 410: that RV is compacted too, so a consistent read.
           listRV = rv === undefined ? '' : rv;
-          this.#log.info('resource version expired; relisting', { resourceVersion: listRV || 'latest' });
           rv = undefined;
-          continue;
+          // Repeated 410s relist too, but after a backoff pause, never in a hot loop.
+          if (++gones <= 2) {
+            this.#log.info('resource version expired; relisting', { resourceVersion: listRV || 'latest' });
+            continue;
+          }
         }
         this.#fail(e);
         await this.#pause(this.#backoff.next(), true);

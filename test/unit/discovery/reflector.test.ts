@@ -191,3 +191,18 @@ test('stop() ends the loop and closes the watch', async () => {
   assert.equal(api.openWatches(), 0);
   assert.equal(r.watching, false);
 });
+
+test('repeated 410s keep relisting after a backoff pause and never re-watch the expired RV', async () => {
+  const { api, clock, sink, r } = setup();
+  api.put(PATH, slice('a'));
+  api.fault = (op) => (op === 'watch' ? gone() : undefined);
+  r.start();
+  await clock.advance(120_000);
+  const watches = api.calls.filter((c) => c.op === 'watch');
+  assert.ok(lists(api).length >= 6, `relisted ${lists(api).length} times`);
+  assert.ok(watches.length <= lists(api).length, 'every watch follows a fresh list');
+  assert.ok(sink.failures.length >= 1, 'persistent 410s count as a failure (stale)');
+  assert.ok(lists(api).length < 200, 'no hot loop');
+  assert.deepEqual([...sink.objects.keys()], ['a']);
+  await r.stop();
+});

@@ -1,0 +1,192 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ServerResponse } from 'node:http';
+import { TLSSocket } from 'node:tls';
+import { setTimeout as delay } from 'node:timers/promises';
+import { createDiscovery, type Discovery, type DiscoveryDeps } from '../../src/discovery/index.ts';
+import type { Resolution, ServiceKey } from '../../src/discovery/types.ts';
+import { systemClock, systemRandom } from '../../src/shared/clock.ts';
+import { memoryLogger } from '../../src/shared/log.ts';
+import type { TestCluster } from './cluster.ts';
+import type { KubeAdmin } from './kube.ts';
+import { writeTokenDir } from './token-dir.ts';
+
+/**
+ * Discovery-specific helpers for integration tests: Services and EndpointSlices as the API
+ * server stores them, and a sidecar's discovery wired exactly as `outrigger proxy` wires it
+ * (in-cluster mode: projected token directory + KUBERNETES_SERVICE_HOST/PORT).
+ * Endpoint addresses are data only: nothing ever connects to them.
+ */
+export async function createService(admin: KubeAdmin, ns: string, name: string): Promise<void> {
+  await admin.apply({
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name, namespace: ns },
+    spec: { ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: 8080 }] },
+  });
+}
+
+export const sliceObject = (ns: string, svc: string, slice: string, addresses: string[]) => ({
+  apiVersion: 'discovery.k8s.io/v1',
+  kind: 'EndpointSlice',
+  metadata: { name: slice, namespace: ns, labels: { 'kubernetes.io/service-name': svc } },
+  addressType: 'IPv4',
+  endpoints: addresses.map((a) => ({ addresses: [a], conditions: { ready: true } })),
+  ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+});
+
+export async function createSlice(
+  admin: KubeAdmin,
+  ns: string,
+  svc: string,
+  slice: string,
+  addresses: string[],
+): Promise<void> {
+  await admin.apply(sliceObject(ns, svc, slice, addresses));
+}
+
+export async function replaceSliceAddresses(
+  admin: KubeAdmin,
+  ns: string,
+  slice: string,
+  addresses: string[],
+): Promise<void> {
+  await admin.patch('EndpointSlice', slice, ns, {
+    endpoints: addresses.map((a) => ({ addresses: [a], conditions: { ready: true } })),
+  });
+}
+
+/** A ServiceAccount bound to the sidecar ClusterRole, a TokenRequest token, a kubelet-style dir. */
+export async function sidecarIdentity(
+  cluster: TestCluster,
+  ns: string,
+  opts: { boundSecretName?: string } = {},
+): Promise<{ dir: string; token: string; cleanup(): void }> {
+  const sa = 'sidecar';
+  await cluster.admin.createServiceAccount(ns, sa).catch(() => undefined);
+  await cluster.admin.bindSidecarRole(ns, sa).catch(() => undefined);
+  const token = await cluster.admin.mintToken(ns, sa, opts);
+  const dir = join(mkdtempSync(join(tmpdir(), 'outrigger-sa-')), 'serviceaccount');
+  writeTokenDir(dir, { token, caPem: cluster.caPem, namespace: ns });
+  return { dir, token, cleanup: () => rmSync(join(dir, '..'), { recursive: true, force: true }) };
+}
+
+export interface SidecarDiscovery {
+  discovery: Discovery;
+  log: ReturnType<typeof memoryLogger>;
+}
+
+/** Discovery as the sidecar runs it, against `server` (the API server or a fault proxy). */
+export async function startSidecarDiscovery(
+  server: string,
+  tokenDir: string,
+  opts: {
+    maxWatches?: number;
+    snapshot?: string;
+    capture?: 'transparent' | 'explicit';
+    tuning?: DiscoveryDeps['tuning'];
+  } = {},
+): Promise<SidecarDiscovery> {
+  const url = new URL(server);
+  const log = memoryLogger('info');
+  const discovery = await createDiscovery(
+    {
+      source: { kind: 'kube' },
+      kubeconfig: undefined,
+      tokenDir,
+      namespace: undefined,
+      capture: opts.capture ?? 'transparent',
+      maxWatches: opts.maxWatches ?? 500,
+      snapshot: opts.snapshot,
+    },
+    {
+      clock: systemClock,
+      random: systemRandom,
+      logger: log,
+      env: { KUBERNETES_SERVICE_HOST: url.hostname, KUBERNETES_SERVICE_PORT: url.port },
+      tuning: { snapshotDebounceMs: 200, ...opts.tuning },
+    },
+  );
+  return { discovery, log };
+}
+
+export const endpointsOf = (r: Resolution): string[] =>
+  r.kind === 'found' ? (r.service.endpoints.get('http') ?? []).map((e) => e.address).sort() : [];
+
+export const freshnessOf = (r: Resolution): string => (r.kind === 'found' ? r.freshness.state : r.kind);
+
+/** Polls cond every 50 ms until it holds; returns the elapsed ms, or throws after limitMs. */
+export async function waitFor(
+  what: string,
+  cond: () => boolean | Promise<boolean>,
+  limitMs = 20_000,
+): Promise<number> {
+  const start = Date.now();
+  for (;;) {
+    if (await cond()) return Date.now() - start;
+    if (Date.now() - start > limitMs) throw new Error(`timed out after ${limitMs} ms waiting for ${what}`);
+    await delay(50);
+  }
+}
+
+export const key = (namespace: string, name: string): ServiceKey => ({ namespace, name });
+
+/** PIDs of kube-apiserver processes serving this cluster's port. */
+function apiserverPids(cluster: TestCluster): number[] {
+  const port = /API_PORT=(\d+)/.exec(readFileSync(join(cluster.stateDir, 'ports.env'), 'utf8'))?.[1];
+  if (!port) return [];
+  const r = spawnSync('pgrep', ['-f', `kube-apiserver.*--secure-port=${port}( |$)`], { encoding: 'utf8' });
+  return r.stdout
+    .split('\n')
+    .map(Number)
+    .filter((n) => n > 0);
+}
+
+/**
+ * Stops this cluster's kube-apiserver and waits until it is gone. scripts/test-cluster records
+ * the PID of the subshell that launched it (`(cd ... && setsid ... &)`), so its apiserver-stop
+ * and down leave the real process running; this finds it by its port. A no-op when it is stopped.
+ */
+export async function stopApiserver(cluster: TestCluster): Promise<void> {
+  await cluster.apiserverStop();
+  const pids = apiserverPids(cluster);
+  for (const pid of pids) process.kill(pid, 'SIGTERM');
+  for (let i = 0; i < 200 && apiserverPids(cluster).length > 0; i++) await delay(100);
+  for (const pid of apiserverPids(cluster)) process.kill(pid, 'SIGKILL');
+}
+
+/** Stops the cluster without leaving its kube-apiserver behind (see stopApiserver). */
+export async function stopCluster(cluster: TestCluster): Promise<void> {
+  await stopApiserver(cluster).catch(() => undefined);
+  await cluster.stop();
+}
+
+/**
+ * Two fixes to fault-proxy.ts for discovery tests, installed process-wide by them:
+ * - 'reset' calls req.socket.resetAndDestroy(), which throws ERR_INVALID_HANDLE_TYPE on a TLS
+ *   socket; a TLS server socket wraps its TCP socket as _parent, and resetting that sends the RST.
+ * - a forwarded watch's 200 is held back by Node until the first body byte (writeHead does not
+ *   flush), while kube-apiserver flushes it at once; a client that treats the 200 as "watch
+ *   established" would wait for the first event. Flushing watch responses restores the real timing.
+ */
+export function patchFaultProxy(): void {
+  type Resettable = TLSSocket & { _parent?: { resetAndDestroy(): unknown } };
+  const tls = TLSSocket.prototype as Resettable;
+  // eslint-disable-next-line @typescript-eslint/unbound-method -- re-bound with .call below
+  const reset = tls.resetAndDestroy;
+  tls.resetAndDestroy = function (this: Resettable) {
+    if (!this._parent) return reset.call(this);
+    this._parent.resetAndDestroy();
+    return this;
+  };
+  const res = ServerResponse.prototype;
+  // eslint-disable-next-line @typescript-eslint/unbound-method -- re-bound with .apply below
+  const writeHead = res.writeHead;
+  res.writeHead = function (this: ServerResponse, ...args: unknown[]) {
+    const out = (writeHead as (...a: unknown[]) => ServerResponse).apply(this, args);
+    if (/[?&]watch=(1|true)/.test(this.req?.url ?? '') && this.statusCode === 200) this.flushHeaders();
+    return out;
+  } as typeof writeHead;
+}
