@@ -5,7 +5,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { parse } from 'yaml';
+import { parse, parseAllDocuments } from 'yaml';
 import { loadConfig } from '../../src/config/load.ts';
 import { startWebhookServer } from '../../src/injector/server.ts';
 import { injectorSettings } from '../../src/injector/settings.ts';
@@ -13,7 +13,14 @@ import type { Container, PodLike } from '../../src/injector/types.ts';
 import { systemClock } from '../../src/shared/clock.ts';
 import { memoryLogger } from '../../src/shared/log.ts';
 import { startCluster, type TestCluster } from '../harness/cluster.ts';
-import { kubeRaw, makeWebhookCerts, opensslAvailable, writeSecretDir } from '../harness/injector.ts';
+import {
+  kubeRaw,
+  makeWebhookCerts,
+  opensslAvailable,
+  rotateSecretDir,
+  writeSecretDir,
+  type RawReply,
+} from '../harness/injector.ts';
 import { KubeError } from '../harness/kube.ts';
 import { repoRoot, requireTool } from '../harness/tools.ts';
 
@@ -21,6 +28,12 @@ type Pod = PodLike & { metadata: { name: string; annotations?: Record<string, st
 type Webhooks = { webhooks: { clientConfig: Record<string, unknown>; name: string }[] };
 
 const RESTRICTED = { 'pod-security.kubernetes.io/enforce': 'restricted' };
+const POLICY = 'manifests/webhook/sidecar-policy.yaml';
+const POLICY_DENIAL = /outrigger-sidecar-required.*must carry the outrigger-proxy/;
+const PLURAL: Record<string, string> = {
+  ValidatingAdmissionPolicy: 'validatingadmissionpolicies',
+  ValidatingAdmissionPolicyBinding: 'validatingadmissionpolicybindings',
+};
 const OPT_IN = { 'outrigger.dev/injection': 'enabled' };
 
 /** A pod that meets the restricted standard on its own, so only the injector can make it fail. */
@@ -49,9 +62,9 @@ const appPod = (
 const names = (cs: Container[] | undefined): string[] => (cs ?? []).map((c) => c.name);
 
 /** The shipped configuration, pointed at this process with a url clientConfig. */
-function webhookConfig(port: number, caBundle: string): Record<string, unknown> {
+function webhookConfig(port: number, caBundle: string): Webhooks & { metadata: { name: string } } {
   const file = path.join(repoRoot, 'manifests/webhook/mutatingwebhookconfiguration.yaml');
-  const cfg = parse(readFileSync(file, 'utf8')) as Webhooks & Record<string, unknown>;
+  const cfg = parse(readFileSync(file, 'utf8')) as Webhooks & { metadata: { name: string } };
   for (const w of cfg.webhooks) {
     const svc = w.clientConfig.service as { path: string };
     w.clientConfig = { url: `https://127.0.0.1:${port}${svc.path}`, caBundle };
@@ -80,12 +93,24 @@ test('the webhook injects pods through the real API server', async (t) => {
   });
   t.after(() => server.close());
   const { admin } = cluster;
-  await admin.apply(webhookConfig(server.port, certs.caBundle));
-
   const meshed = await admin.createNamespace('meshed', OPT_IN);
   const plain = await admin.createNamespace('plain');
   const locked = await admin.createNamespace('locked', { ...OPT_IN, ...RESTRICTED });
-  await waitUntilInjecting(cluster, meshed);
+
+  // The backstop policy first: until the webhook is registered it refuses un-injected pods, and
+  // from then on every pod below has passed both the webhook and the policy.
+  for (const doc of parseAllDocuments(readFileSync(path.join(repoRoot, POLICY), 'utf8'))) {
+    const obj = doc.toJS() as { kind: string };
+    await admin.request('POST', `/apis/admissionregistration.k8s.io/v1/${PLURAL[obj.kind]}`, obj);
+  }
+  await waitUntil(cluster, meshed, (r) => r.status === 403 && POLICY_DENIAL.test(JSON.stringify(r.body)));
+  const config = webhookConfig(server.port, certs.caBundle);
+  await admin.apply(config);
+  await waitUntil(
+    cluster,
+    meshed,
+    (r) => r.status === 201 && JSON.stringify(r.body).includes('outrigger-proxy'),
+  );
 
   await t.test('a pod in an opted-in namespace is stored with the sidecar', async () => {
     const stored = await admin.apply<Pod>({
@@ -191,18 +216,51 @@ test('the webhook injects pods through the real API server', async (t) => {
         /violates PodSecurity \\?"restricted.*outrigger-init.*NET_ADMIN/.test(e.message),
     );
   });
+
+  await t.test('a rotated serving certificate is picked up while the API server keeps calling', async () => {
+    const next = makeWebhookCerts(path.join(tmp, 'certs'));
+    rotateSecretDir(path.join(tmp, 'tls'), { 'tls.crt': next.certPem, 'tls.key': next.keyPem });
+    await server.reloadCertificate();
+    assert.ok(log.lines.filter((l) => l.msg === 'serving certificate loaded').length >= 2);
+    const pod = appPod('after-rotation');
+    const stored = await admin.apply<Pod>({ ...pod, metadata: { ...pod.metadata, namespace: meshed } });
+    assert.deepEqual(names(stored.spec.initContainers), ['outrigger-init', 'outrigger-proxy']);
+  });
+
+  await t.test(
+    'with the webhook gone, the policy refuses un-injected pods but not opted-out ones',
+    async () => {
+      await admin.request(
+        'DELETE',
+        `/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${config.metadata.name}`,
+      );
+      await waitUntil(cluster, meshed, (r) => r.status === 403 && POLICY_DENIAL.test(JSON.stringify(r.body)));
+      const out = appPod('opted-out', { 'outrigger.dev/inject': 'false' });
+      const stored = await admin.apply<Pod>({ ...out, metadata: { ...out.metadata, namespace: meshed } });
+      assert.equal(stored.spec.initContainers, undefined);
+    },
+  );
 });
 
-/** The API server picks up a new webhook configuration asynchronously; dry-run until it is live. */
-async function waitUntilInjecting(cluster: TestCluster, namespace: string): Promise<void> {
+/** Admission configuration takes effect asynchronously; dry-run a probe pod until it shows. */
+async function waitUntil(
+  cluster: TestCluster,
+  namespace: string,
+  done: (r: RawReply) => boolean,
+): Promise<void> {
   const probe = appPod('probe');
+  const body = { ...probe, metadata: { ...probe.metadata, namespace } };
   for (let i = 0; i < 100; i++) {
-    const r = await cluster.admin.apply<Pod>(
-      { ...probe, metadata: { ...probe.metadata, namespace } },
-      '?dryRun=All',
+    const r = await kubeRaw(
+      cluster.server,
+      cluster.caPem,
+      cluster.adminToken,
+      'POST',
+      `/api/v1/namespaces/${namespace}/pods?dryRun=All`,
+      body,
     );
-    if (r.spec.initContainers?.length) return;
+    if (done(r)) return;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
-  throw new Error('the webhook configuration never took effect');
+  throw new Error('the admission configuration never took effect');
 }
