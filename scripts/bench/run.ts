@@ -28,6 +28,9 @@ const CONNS = 50;
 const ROUNDS = Number(flag('--rounds') ?? 2);
 
 export const BACKEND_PORT = 18080;
+function have(bin: string): boolean {
+  return spawnSync('sh', ['-c', `command -v ${bin}`]).status === 0;
+}
 const dir = mkdtempSync(path.join(tmpdir(), 'outrigger-bench-'));
 const children: ChildProcess[] = [];
 
@@ -59,7 +62,25 @@ process.on('exit', cleanup);
 process.on('SIGINT', () => process.exit(130));
 process.on('SIGTERM', () => process.exit(143));
 
-export function launch(cmd: string, argv: string[], opts: { env?: NodeJS.ProcessEnv } = {}): ChildProcess {
+/**
+ * CPU pinning (default when there are 2+ CPUs and taskset exists): the proxy under test gets CPU 1
+ * to itself ("one worker each"); the load generators and the backend share CPU 0. On a shared
+ * machine this also keeps the comparison fair when other work competes for the CPUs.
+ */
+const PIN =
+  !args.includes('--no-pin') &&
+  have('taskset') &&
+  Number(spawnSync('nproc', { encoding: 'utf8' }).stdout) >= 2;
+export type Cpu = 'target' | 'load';
+const pinned = (cpu: Cpu, cmd: string, argv: string[]): [string, string[]] =>
+  PIN ? ['taskset', ['-c', cpu === 'target' ? '1' : '0', cmd, ...argv]] : [cmd, argv];
+
+export function launch(
+  cmd: string,
+  argv: string[],
+  opts: { env?: NodeJS.ProcessEnv; cpu?: Cpu } = {},
+): ChildProcess {
+  [cmd, argv] = pinned(opts.cpu ?? 'target', cmd, argv);
   const child = spawn(cmd, argv, {
     stdio: ['ignore', 'ignore', 'pipe'],
     env: opts.env ?? process.env,
@@ -153,10 +174,8 @@ function startBackend(): ChildProcess {
     'backend',
     `server { listen 127.0.0.1:${BACKEND_PORT}; default_type text/plain; location / { return 200 "hello world\\n"; } }`,
   );
-  return launch('nginx', ['-c', conf, '-e', `${dir}/backend-error.log`]);
+  return launch('nginx', ['-c', conf, '-e', `${dir}/backend-error.log`], { cpu: 'load' });
 }
-
-const have = (bin: string): boolean => spawnSync('sh', ['-c', `command -v ${bin}`]).status === 0;
 
 function peerTargets(): BenchTarget[] {
   const node = process.execPath;
@@ -245,8 +264,7 @@ function wrk(
 ): { rps: number; p50: number; p99: number } | undefined {
   if (!have('wrk')) return undefined;
   const r = spawnSync(
-    'wrk',
-    [
+    ...pinned('load', 'wrk', [
       '-t1',
       `-c${CONNS}`,
       `-d${Math.round(ms / 1000)}s`,
@@ -254,7 +272,7 @@ function wrk(
       '-H',
       `Host: ${authority}`,
       `http://127.0.0.1:${port}/`,
-    ],
+    ]),
     { encoding: 'utf8', timeout: ms + 30_000 },
   );
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(r.stdout)?.[1]);
@@ -370,6 +388,7 @@ function lagLine(rows: Row[]): string {
 }
 
 async function main(): Promise<void> {
+  if (PIN) spawnSync('taskset', ['-cp', '0', String(process.pid)], { stdio: 'ignore' });
   if (!have('nginx')) throw new Error('nginx is needed as the backend: apt-get install nginx-light');
   startBackend();
   await waitPort(BACKEND_PORT);
@@ -390,7 +409,7 @@ async function main(): Promise<void> {
     'sh',
     ['-c', "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
     { encoding: 'utf8' },
-  ).stdout.trim()}; nginx ${spawnSync('nginx', ['-v'], { encoding: 'utf8' }).stderr.trim().split('/')[1] ?? '?'}; closed loop ${rows[0]?.closedTool ?? ''} ${CLOSED_MS / 1000} s; fixed rate ${RATE} rps for ${FIXED_MS / 1000} s over 32 connections; ${ROUNDS} rounds, order alternating; means shown`;
+  ).stdout.trim()}; nginx ${spawnSync('nginx', ['-v'], { encoding: 'utf8' }).stderr.trim().split('/')[1] ?? '?'}; closed loop ${rows[0]?.closedTool ?? ''} ${CLOSED_MS / 1000} s; fixed rate ${RATE} rps for ${FIXED_MS / 1000} s over 32 connections; ${PIN ? 'proxy pinned to CPU 1, generators and backend to CPU 0' : 'no CPU pinning'}; ${ROUNDS} rounds, order alternating; means shown`;
   process.stdout.write(`${env}\n\n${table(rows)}\n\n${lagLine(rows)}\n`);
   for (const r of rows) if (r.note) process.stdout.write(`- ${r.name}: ${r.note}\n`);
   const json = flag('--json');
