@@ -34,9 +34,12 @@ export function injectPod(pod: PodLike, ns: NamespaceInfo, settings: InjectorSet
   const warnings: string[] = [];
   const capture = chooseCapture(config.capture as Capture, ns, warnings);
   if (capture === 'explicit') warnExplicitExclusions(annotations, warnings);
+  const restart = pod.spec.restartPolicy;
+  if (!config.nativeSidecar && (restart === 'Never' || restart === 'OnFailure'))
+    warnings.push(`outrigger: without native sidecars this pod never completes while the proxy runs`);
   if (!config.nativeSidecar && capture === 'transparent' && (pod.spec.initContainers?.length ?? 0) > 0)
     warnings.push(
-      `init containers run before the proxy without native sidecars; their traffic is redirected to nothing`,
+      `outrigger: init containers run before the proxy without native sidecars; their traffic is lost`,
     );
 
   const spec = pod.spec;
