@@ -1,0 +1,57 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { setTimeout as delay } from 'node:timers/promises';
+import { startCluster } from '../harness/cluster.ts';
+import {
+  createService,
+  createSlice,
+  endpointsOf,
+  key,
+  patchFaultProxy,
+  sidecarIdentity,
+  startSidecarDiscovery,
+  stopApiserver,
+  stopCluster,
+} from '../harness/discovery.ts';
+import { startFaultProxy } from '../harness/fault-proxy.ts';
+
+const N = 5;
+
+test('the LRU caps live watches at N with 3N Services looked up; evicted ones resolve from the cold tier in an outage', async (t) => {
+  const cluster = await startCluster(t);
+  if (!cluster) return;
+  t.after(() => stopCluster(cluster));
+  patchFaultProxy();
+  const proxy = await startFaultProxy({ target: cluster });
+  t.after(() => proxy.stop());
+  const ns = await cluster.admin.createNamespace('bounded');
+  const id = await sidecarIdentity(cluster, ns);
+  t.after(() => id.cleanup());
+  for (let i = 0; i < 3 * N; i++) {
+    await createService(cluster.admin, ns, `svc-${i}`);
+    await createSlice(cluster.admin, ns, `svc-${i}`, `svc-${i}-a`, [`10.60.${i}.1`]);
+  }
+  const { discovery } = await startSidecarDiscovery(proxy.url, id.dir, { maxWatches: N });
+  t.after(() => discovery.close());
+
+  const sliceWatches = (): number =>
+    proxy.openWatchPaths().filter((p) => p.endsWith('/endpointslices')).length;
+  let maxSeen = 0;
+  for (let i = 0; i < 3 * N; i++) {
+    assert.deepEqual(endpointsOf(await discovery.resolve(key(ns, `svc-${i}`))), [`10.60.${i}.1`]);
+    await delay(100);
+    maxSeen = Math.max(maxSeen, sliceWatches());
+    assert.ok(sliceWatches() <= N, `${sliceWatches()} EndpointSlice watches open after ${i + 1} lookups`);
+    assert.ok(proxy.openWatches() <= N + 1, 'plus the one cluster-wide Service watch');
+  }
+  assert.equal(maxSeen, N);
+  assert.equal(discovery.status().subscriptions, N);
+  assert.equal(discovery.status().counters?.coldServices, 2 * N);
+
+  await stopApiserver(cluster);
+  for (let i = 0; i < 3 * N; i++) {
+    const r = await discovery.resolve(key(ns, `svc-${i}`), { waitMs: 0 });
+    assert.deepEqual(endpointsOf(r), [`10.60.${i}.1`], `svc-${i} during the outage`);
+  }
+  t.diagnostic(`at most ${maxSeen} EndpointSlice watches for ${3 * N} Services (LRU ${N})`);
+});

@@ -1,0 +1,62 @@
+import assert from 'node:assert/strict';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { startCluster } from '../harness/cluster.ts';
+import {
+  createService,
+  createSlice,
+  endpointsOf,
+  freshnessOf,
+  key,
+  sidecarIdentity,
+  startSidecarDiscovery,
+  stopApiserver,
+  stopCluster,
+} from '../harness/discovery.ts';
+
+test('a sidecar restarted during an outage routes from its snapshot; a corrupt one warns once and reports no data', async (t) => {
+  const cluster = await startCluster(t);
+  if (!cluster) return;
+  t.after(() => stopCluster(cluster));
+  const ns = await cluster.admin.createNamespace('restart');
+  const id = await sidecarIdentity(cluster, ns);
+  t.after(() => id.cleanup());
+  const snapshot = join(id.dir, '..', 'snapshot.pb');
+  for (let i = 0; i < 5; i++) {
+    await createService(cluster.admin, ns, `svc-${i}`);
+    await createSlice(cluster.admin, ns, `svc-${i}`, `svc-${i}-a`, [`10.50.${i}.1`]);
+  }
+
+  const first = await startSidecarDiscovery(cluster.server, id.dir, { snapshot });
+  const clusterIPs = new Map<number, string>();
+  for (let i = 0; i < 5; i++) {
+    const r = await first.discovery.resolve(key(ns, `svc-${i}`));
+    assert.deepEqual(endpointsOf(r), [`10.50.${i}.1`]);
+    clusterIPs.set(i, r.kind === 'found' ? (r.service.clusterIPs[0] ?? '') : '');
+  }
+  await first.discovery.close();
+
+  await stopApiserver(cluster);
+  const second = await startSidecarDiscovery(cluster.server, id.dir, { snapshot });
+  assert.equal(second.discovery.ready(), true, 'ready from the snapshot, before any sync');
+  for (let i = 0; i < 5; i++) {
+    const r = await second.discovery.resolve(key(ns, `svc-${i}`), { waitMs: 0 });
+    assert.deepEqual(endpointsOf(r), [`10.50.${i}.1`], `svc-${i}`);
+    assert.equal(freshnessOf(r), 'stale');
+    assert.equal(r.kind === 'found' && r.source, 'snapshot');
+    assert.deepEqual(second.discovery.byClusterIP(clusterIPs.get(i) ?? ''), key(ns, `svc-${i}`));
+  }
+  await second.discovery.close();
+
+  const bytes = readFileSync(snapshot);
+  writeFileSync(snapshot, bytes.subarray(0, Math.floor(bytes.length / 2)));
+  const third = await startSidecarDiscovery(cluster.server, id.dir, { snapshot });
+  t.after(() => third.discovery.close());
+  assert.equal(third.discovery.ready(), false);
+  const r = await third.discovery.resolve(key(ns, 'svc-0'), { waitMs: 300 });
+  assert.equal(r.kind, 'unknown');
+  const warnings = third.log.lines.filter((l) => l.msg === 'snapshot ignored');
+  assert.equal(warnings.length, 1);
+  assert.match(String(warnings[0]?.reason), /checksum|truncated/);
+});
