@@ -1,0 +1,167 @@
+import assert from 'node:assert/strict';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { test } from 'node:test';
+import { KubeError, type WatchEvent } from '../../../src/discovery/kube/api.ts';
+import { createTransport } from '../../../src/discovery/kube/transport.ts';
+
+type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+
+async function serve(handler: Handler): Promise<{ url: URL; server: Server }> {
+  const server = createServer(handler);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { url: new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}`), server };
+}
+
+function conn(url: URL, tokens: string[]) {
+  let i = 0;
+  const seen = { refreshes: 0 };
+  return {
+    seen,
+    conn: {
+      server: url,
+      authorization: () => `Bearer ${tokens[i]}`,
+      unauthorized: () => {
+        seen.refreshes++;
+        const changed = i + 1 < tokens.length;
+        if (changed) i++;
+        return Promise.resolve(changed);
+      },
+    },
+  };
+}
+
+const signal = (): AbortSignal => new AbortController().signal;
+
+test('list sends the bearer token and returns items and the resourceVersion', async () => {
+  const auth: (string | undefined)[] = [];
+  const { url, server } = await serve((req, res) => {
+    auth.push(req.headers.authorization);
+    assert.match(req.url ?? '', /labelSelector=a%3Db/);
+    res.end(JSON.stringify({ metadata: { resourceVersion: '42' }, items: [{ metadata: { name: 'x' } }] }));
+  });
+  const t = createTransport(conn(url, ['tok-1']).conn);
+  try {
+    const r = await t.list('/api/v1/services', { labelSelector: 'a=b' }, signal());
+    assert.equal(r.resourceVersion, '42');
+    assert.equal(r.items.length, 1);
+    assert.deepEqual(auth, ['Bearer tok-1']);
+  } finally {
+    t.close();
+    server.close();
+  }
+});
+
+test('a 401 re-reads the credentials and retries once with the new token', async () => {
+  const { url, server } = await serve((req, res) => {
+    if (req.headers.authorization !== 'Bearer new') {
+      res.statusCode = 401;
+      res.end(JSON.stringify({ kind: 'Status', code: 401, message: 'Unauthorized' }));
+      return;
+    }
+    res.end(JSON.stringify({ metadata: { resourceVersion: '1' }, items: [] }));
+  });
+  const rotated = conn(url, ['old', 'new']);
+  const t = createTransport(rotated.conn);
+  const same = conn(url, ['old']);
+  const t2 = createTransport(same.conn);
+  try {
+    await t.list('/api/v1/services', {}, signal());
+    assert.equal(t.stats.unauthorizedRetries, 1);
+    await assert.rejects(t2.list('/api/v1/services', {}, signal()), (e: unknown) => {
+      return e instanceof KubeError && e.code === 'kube_unauthorized' && e.status === 401;
+    });
+    assert.equal(same.seen.refreshes, 1, 'one refresh, no retry when the token did not change');
+    assert.equal(t2.stats.unauthorizedRetries, 0);
+  } finally {
+    t.close();
+    t2.close();
+    server.close();
+  }
+});
+
+test('HTTP errors map to stable codes with the Status message', async () => {
+  const statuses = [500, 429, 403, 410, 404];
+  let n = 0;
+  const { url, server } = await serve((_req, res) => {
+    res.statusCode = statuses[n++] ?? 500;
+    res.end(JSON.stringify({ kind: 'Status', message: 'etcdserver: request timed out' }));
+  });
+  const t = createTransport(conn(url, ['x']).conn);
+  try {
+    const codes: string[] = [];
+    for (let i = 0; i < statuses.length; i++) {
+      const e = await t.list('/p', {}, signal()).catch((err: unknown) => err);
+      assert.ok(e instanceof KubeError);
+      assert.match(e.message, /etcdserver: request timed out/);
+      codes.push(e.code);
+    }
+    assert.deepEqual(codes, [
+      'kube_unavailable',
+      'kube_unavailable',
+      'kube_forbidden',
+      'kube_gone',
+      'kube_bad_response',
+    ]);
+    assert.equal(t.stats.failures, statuses.length);
+  } finally {
+    t.close();
+    server.close();
+  }
+});
+
+test('watch streams events split across chunks, opens on 200, and ends cleanly', async () => {
+  const { url, server } = await serve((req, res) => {
+    assert.match(req.url ?? '', /watch=1/);
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.flushHeaders();
+    const a = JSON.stringify({ type: 'ADDED', object: { metadata: { name: 'a', resourceVersion: '5' } } });
+    const b = JSON.stringify({ type: 'BOOKMARK', object: { metadata: { resourceVersion: '6' } } });
+    res.write(a.slice(0, 10));
+    setTimeout(() => res.end(a.slice(10) + '\n' + b + '\n'), 20);
+  });
+  const t = createTransport(conn(url, ['x']).conn);
+  try {
+    const events: WatchEvent[] = [];
+    let opened = false;
+    await t.watch('/p', {}, { onOpen: () => (opened = true), onEvent: (e) => events.push(e) }, signal());
+    assert.equal(opened, true);
+    assert.deepEqual(
+      events.map((e) => e.type),
+      ['ADDED', 'BOOKMARK'],
+    );
+    assert.equal(t.stats.openWatches, 0);
+  } finally {
+    t.close();
+    server.close();
+  }
+});
+
+test('a torn or garbled watch stream rejects instead of ending quietly', async () => {
+  let mode = 0;
+  const { url, server } = await serve((_req, res) => {
+    res.writeHead(200);
+    res.flushHeaders();
+    if (mode++ === 0) {
+      res.write('{"type":"ADDED","object":{}}\n');
+      setTimeout(() => res.socket?.destroy(), 20);
+    } else {
+      res.end('not json\n');
+    }
+  });
+  const t = createTransport(conn(url, ['x']).conn);
+  try {
+    const handlers = { onOpen: () => undefined, onEvent: () => undefined };
+    await assert.rejects(
+      t.watch('/p', {}, handlers, signal()),
+      (e: unknown) => e instanceof KubeError && e.code === 'kube_unavailable',
+    );
+    await assert.rejects(
+      t.watch('/p', {}, handlers, signal()),
+      (e: unknown) => e instanceof KubeError && e.code === 'kube_bad_response',
+    );
+  } finally {
+    t.close();
+    server.close();
+  }
+});
