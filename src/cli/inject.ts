@@ -1,6 +1,5 @@
 import { readFile } from 'node:fs/promises';
 import { Command, Option } from 'commander';
-import { injectManifests } from '../injector/manifests.ts';
 import { injectorSettings } from '../injector/settings.ts';
 import { loadConfig } from '../config/load.ts';
 import { options, type Config, type OptionName } from '../config/options.ts';
@@ -57,6 +56,8 @@ export function injectCommand(): Command {
     );
   addInjectionOptions(cmd);
   return cmd.action(async (flags: InjectFlags) => {
+    // Loaded on use: every sidecar runs this CLI, and only `inject` needs the YAML parser.
+    const { injectManifests } = await import('../injector/manifests.ts');
     const settings = injectorSettings(injectionDefaults(flags));
     const labels: Record<string, string> = flags.podSecurity
       ? { 'pod-security.kubernetes.io/enforce': flags.podSecurity }

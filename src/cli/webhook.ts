@@ -1,5 +1,4 @@
 import { Command, Option } from 'commander';
-import { startWebhookServer } from '../injector/server.ts';
 import { injectorSettings } from '../injector/settings.ts';
 import { systemClock } from '../shared/clock.ts';
 import { OutriggerError } from '../shared/errors.ts';
@@ -65,6 +64,8 @@ export function webhookCommand(): Command {
         `invalid flag --shutdown-delay-seconds=${JSON.stringify(flags.shutdownDelaySeconds)}: expected an integer from 0 to 300`,
       );
     const log = createLogger({ level: defaults.logLevel as LogLevel, base: { component: 'webhook' } });
+    // Loaded on use, so `outrigger proxy` (in every pod) does not carry the webhook.
+    const { startWebhookServer } = await import('../injector/server.ts');
     const server = await startWebhookServer({
       host,
       port,
