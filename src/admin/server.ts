@@ -1,5 +1,4 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { redact } from '../shared/log.ts';
 
 /**
  * The admin listener (default :7402): /healthz, /readyz (with discovery detail), /metrics, and
@@ -7,6 +6,24 @@ import { redact } from '../shared/log.ts';
  * (Istio's and Linkerd's rule for their admin endpoints): they expose topology and configuration,
  * and every value passes through redact() so secrets never leave.
  */
+/**
+ * Field names whose values never leave the admin API. Narrower than the logger's list, which also
+ * hides `key`: here `key` is a Service's "namespace/name" and must stay readable.
+ */
+const SECRET =
+  /^(token|authorization|bearer|password|secret|ca|cert|cadata|keydata|certdata|privatekey|clientkey)$/i;
+
+export function redactSecrets(value: unknown, depth = 0): unknown {
+  if (depth > 8 || value === null || typeof value !== 'object') return value;
+  if (value instanceof Map) return redactSecrets(Object.fromEntries(value), depth);
+  if (value instanceof Set) return redactSecrets([...value], depth);
+  if (Array.isArray(value)) return value.map((v) => redactSecrets(v, depth + 1));
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value))
+    out[k] = SECRET.test(k) ? '[redacted]' : redactSecrets(v, depth + 1);
+  return out;
+}
+
 export interface Readiness {
   ready: boolean;
   detail: unknown;
@@ -66,7 +83,7 @@ export class AdminServer {
         res,
         r.ready ? 200 : 503,
         'application/json',
-        JSON.stringify({ ready: r.ready, detail: redact(r.detail) }) + '\n',
+        JSON.stringify({ ready: r.ready, detail: redactSecrets(r.detail) }) + '\n',
       );
     }
     if (path === '/metrics')
@@ -89,16 +106,10 @@ export class AdminServer {
           'application/json',
           JSON.stringify({ sections: Object.keys(this.#o.debug) }) + '\n',
         );
-      return send(res, 200, 'application/json', JSON.stringify(redact(section()), replacer, 2) + '\n');
+      return send(res, 200, 'application/json', JSON.stringify(redactSecrets(section()), null, 2) + '\n');
     }
     send(res, 404, 'text/plain', 'not found\n');
   }
-}
-
-function replacer(_k: string, v: unknown): unknown {
-  if (v instanceof Map) return Object.fromEntries(v);
-  if (v instanceof Set) return [...v];
-  return v;
 }
 
 function send(res: ServerResponse, status: number, type: string, body: string): void {

@@ -1,5 +1,8 @@
 import { Command } from 'commander';
 import { injectCommand } from './inject.ts';
+import { proxyCommand } from './proxy.ts';
+import { demoCommand } from './demo.ts';
+import { statusCommand } from './status.ts';
 import { iptablesCommand } from './iptables.ts';
 import { resolveCommand } from './resolve.ts';
 import { webhookCommand } from './webhook.ts';
@@ -17,6 +20,9 @@ export function buildCli(): Command {
       if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') process.exit(0);
       process.exit(err.exitCode === 0 ? 0 : 2);
     });
+  program.addCommand(demoCommand());
+  program.addCommand(proxyCommand());
+  program.addCommand(statusCommand());
   program.addCommand(iptablesCommand());
   program.addCommand(injectCommand());
   program.addCommand(webhookCommand());

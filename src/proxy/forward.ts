@@ -1,5 +1,6 @@
 import type { ClientRequest, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import './http-proxy-shim.ts';
 import httpProxy from 'http-proxy';
 import type { Clock, Timer } from '../shared/clock.ts';
 import type { Outcome } from '../balance/balancer.ts';

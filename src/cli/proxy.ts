@@ -1,0 +1,54 @@
+import { Command, Option } from 'commander';
+import { runProxy } from '../app.ts';
+import { options, type OptionName, type OptionSpec } from '../config/options.ts';
+
+/**
+ * `outrigger proxy`: the sidecar. Its flags are generated from the one options table, so --help
+ * lists every setting with its environment variable, annotation and default, and precedence
+ * (flag > env > annotation > default) and validation stay in the shared loader.
+ */
+const proxyOptions = (Object.keys(options) as OptionName[]).filter((n) => options[n].scope === 'proxy');
+
+function describe(spec: OptionSpec<unknown>): string {
+  const parts = [spec.describe, `env ${spec.env}`];
+  if (spec.annotation) parts.push(`annotation ${spec.annotation}`);
+  if (spec.live) parts.push('live');
+  const d = spec.default;
+  const shown =
+    d === undefined
+      ? 'unset'
+      : typeof d === 'object' && d !== null && !Array.isArray(d)
+        ? Object.values(d).join(':')
+        : JSON.stringify(d);
+  parts.push(`default ${shown}`);
+  return `${parts[0]} (${parts.slice(1).join('; ')})`;
+}
+
+export function proxyCommand(): Command {
+  const cmd = new Command('proxy').description(
+    'run the sidecar: egress, ingress and admin listeners (DESIGN.md sections 5 and 6)',
+  );
+  const byAttribute = new Map<string, OptionName>();
+  for (const name of proxyOptions) {
+    const spec = options[name] as OptionSpec<unknown>;
+    const o = new Option(spec.flag, describe(spec));
+    // Repeatable flags collect every value; the loader joins them with commas.
+    if (spec.repeatable) o.argParser((v: string, prev: string[] | undefined) => [...(prev ?? []), v]);
+    byAttribute.set(o.attributeName(), name);
+    cmd.addOption(o);
+  }
+  cmd.addHelpText(
+    'after',
+    '\nPrecedence: flag > OUTRIGGER_* environment variable > pod annotation (downward-API file in --pod-info-dir) > default.\n' +
+      'An invalid value exits with status 2 and names the key, the value and what is allowed.\n' +
+      'Live options are re-applied when the annotations file changes; the rest need a restart.',
+  );
+  return cmd.action(async (opts: Record<string, string | string[] | undefined>) => {
+    const flags: Partial<Record<OptionName, string | string[]>> = {};
+    for (const [attr, value] of Object.entries(opts)) {
+      const name = byAttribute.get(attr);
+      if (name && value !== undefined) flags[name] = value;
+    }
+    await runProxy({ flags, env: process.env });
+  });
+}
