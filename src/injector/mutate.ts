@@ -50,7 +50,12 @@ export function injectPod(pod: PodLike, ns: NamespaceInfo, settings: InjectorSet
     native: config.nativeSidecar,
     appPorts: appPorts(spec.containers),
   });
-  if (capture === 'explicit') addProxyEnv(patch, spec.containers, proxyEnv(config), warnings);
+  if (capture === 'explicit') {
+    addProxyEnv(patch, '/spec/containers', spec.containers, proxyEnv(config), warnings);
+    // The user's init containers run after a native sidecar is ready, so they can use it too.
+    if (config.nativeSidecar)
+      addProxyEnv(patch, '/spec/initContainers', spec.initContainers ?? [], proxyEnv(config), warnings);
+  }
   // Order: iptables first, then the native sidecar, then the user's init containers, so that
   // their traffic is already proxied (the placement Linkerd uses).
   const inits = [
@@ -111,8 +116,10 @@ function warnExplicitExclusions(annotations: Record<string, string>, warnings: s
   for (const a of ignored) warnings.push(`outrigger: ${a} has no effect in explicit capture mode`);
 }
 
+/** Before any insertion: the indices are those of the pod as received. */
 function addProxyEnv(
   patch: PatchBuilder,
+  path: string,
   containers: Container[],
   env: Container['env'] & {},
   warnings: string[],
@@ -123,7 +130,7 @@ function addProxyEnv(
     if (kept.length > 0)
       warnings.push(`outrigger: container ${c.name} sets ${kept.join(', ')}; kept its own value`);
     patch.append(
-      `/spec/containers/${i}/env`,
+      `${path}/${i}/env`,
       c.env,
       env.filter((e) => !have.has(e.name)),
     );

@@ -75,6 +75,18 @@ function checkInjected(input: Case, patch: PatchOp[], level: string): void {
     assert.ok(!all.some((c) => c.name === 'outrigger-init'), 'no NET_ADMIN init container under PSA');
     for (const c of all.filter(ours)) assert.deepEqual(restrictedViolations(c), [], c.name);
   }
+  const status = JSON.parse(after.metadata?.annotations?.['outrigger.dev/injected'] ?? '{}') as {
+    capture?: string;
+    sidecar?: string;
+  };
+  if (status.capture === 'explicit') {
+    const proxied = status.sidecar === 'native' ? all : after.spec.containers;
+    for (const c of proxied.filter((c) => !ours(c)))
+      assert.ok(
+        c.env?.some((e) => e.name === 'HTTP_PROXY'),
+        `${c.name} has HTTP_PROXY in explicit mode`,
+      );
+  }
   for (const c of all.filter(ours))
     for (const m of (c.volumeMounts ?? []) as { subPath?: string }[])
       assert.equal(m.subPath, undefined, 'no subPath: it would never see token rotation');
