@@ -34,13 +34,7 @@ export function injectPod(pod: PodLike, ns: NamespaceInfo, settings: InjectorSet
   const warnings: string[] = [];
   const capture = chooseCapture(config.capture as Capture, ns, warnings);
   if (capture === 'explicit') warnExplicitExclusions(annotations, warnings);
-  const restart = pod.spec.restartPolicy;
-  if (!config.nativeSidecar && (restart === 'Never' || restart === 'OnFailure'))
-    warnings.push(`outrigger: without native sidecars this pod never completes while the proxy runs`);
-  if (!config.nativeSidecar && capture === 'transparent' && (pod.spec.initContainers?.length ?? 0) > 0)
-    warnings.push(
-      `outrigger: init containers run before the proxy without native sidecars; their traffic is lost`,
-    );
+  if (!config.nativeSidecar) warnLegacySidecar(pod, capture, warnings);
 
   const spec = pod.spec;
   const patch = new PatchBuilder();
@@ -107,6 +101,17 @@ function chooseCapture(wanted: Capture, ns: NamespaceInfo, warnings: string[]): 
     return 'explicit';
   }
   return wanted;
+}
+
+/** What a regular-container sidecar cannot do that a native one does. */
+function warnLegacySidecar(pod: PodLike, capture: Capture, warnings: string[]): void {
+  const restart = pod.spec.restartPolicy;
+  if (restart === 'Never' || restart === 'OnFailure')
+    warnings.push('outrigger: without native sidecars this pod never completes while the proxy runs');
+  if (capture === 'transparent' && (pod.spec.initContainers?.length ?? 0) > 0)
+    warnings.push(
+      'outrigger: init containers run before the proxy without native sidecars; their traffic is lost',
+    );
 }
 
 function warnExplicitExclusions(annotations: Record<string, string>, warnings: string[]): void {
