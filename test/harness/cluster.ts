@@ -23,10 +23,19 @@ export interface TestCluster {
 }
 
 const live = new Set<string>();
-// Belt and braces: a test process that dies before its after() hooks still leaves no cluster behind.
-process.once('exit', () => {
+// Belt and braces: a test process that exits or is interrupted (the test runner's timeout sends
+// SIGTERM) before its after() hooks still leaves no cluster behind.
+function downAll(): void {
   for (const dir of live) spawnSync('bash', [script, '--state-dir', dir, 'down'], { stdio: 'ignore' });
-});
+  live.clear();
+}
+process.once('exit', downAll);
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+  process.once(sig, () => {
+    downAll();
+    process.exit(128 + (sig === 'SIGINT' ? 2 : sig === 'SIGTERM' ? 15 : 1));
+  });
+}
 
 function run(stateDir: string, ...args: string[]): Promise<string> {
   return new Promise((resolve, reject) => {

@@ -53,6 +53,8 @@ export function openWatch(server: string, caPem: string, token: string, urlPath:
       });
       res.on('end', () => resolveEnded('end'));
       res.on('error', (e: NodeJS.ErrnoException) => resolveEnded(e.code ?? e.message));
+      // A server that dies mid-stream aborts the response without 'end'.
+      res.on('close', () => resolveEnded(res.complete ? 'end' : 'aborted'));
     },
   );
   req.on('error', (e: NodeJS.ErrnoException) => {

@@ -11,102 +11,115 @@ const svc = (namespace: string, name: string): Record<string, unknown> => ({
   spec: { ports: [{ name: 'http', port: 80, protocol: 'TCP' }] },
 });
 
-test('the real API server enforces the sidecar ClusterRole for a TokenRequest token', async (t) => {
-  const cluster = await startCluster(t);
-  if (!cluster) return;
-  t.after(() => cluster.stop());
-  const { admin } = cluster;
-  const ns = await admin.createNamespace('rbac');
-  await admin.createServiceAccount(ns, 'app');
-  await admin.bindSidecarRole(ns, 'app');
-  const token = await admin.mintToken(ns, 'app', { expirationSeconds: 600 });
-  assert.equal(token.split('.').length, 3, 'a TokenRequest token is a JWT');
-  const sa = admin.as(token);
+test(
+  'the real API server enforces the sidecar ClusterRole for a TokenRequest token',
+  { timeout: 180_000 },
+  async (t) => {
+    const cluster = await startCluster(t);
+    if (!cluster) return;
+    t.after(() => cluster.stop());
+    const { admin } = cluster;
+    const ns = await admin.createNamespace('rbac');
+    await admin.createServiceAccount(ns, 'app');
+    await admin.bindSidecarRole(ns, 'app');
+    const token = await admin.mintToken(ns, 'app', { expirationSeconds: 600 });
+    assert.equal(token.split('.').length, 3, 'a TokenRequest token is a JWT');
+    const sa = admin.as(token);
 
-  await t.test('can list Services and EndpointSlices in any namespace', async () => {
-    await admin.apply(svc(ns, 'web'));
-    const list = await sa.request<{ items: { metadata: { name: string } }[] }>(
-      'GET',
-      `/api/v1/namespaces/${ns}/services`,
-    );
-    assert.deepEqual(
-      list.items.map((i) => i.metadata.name),
-      ['web'],
-    );
-    await sa.request('GET', '/apis/discovery.k8s.io/v1/endpointslices?limit=5');
-    await sa.request('GET', '/api/v1/services?limit=5');
-  });
-
-  await t.test('can watch Services', async () => {
-    const w = openWatch(cluster.server, cluster.caPem, token, `/api/v1/namespaces/${ns}/services?watch=true`);
-    t.after(() => w.close());
-    assert.equal(await w.status, 200);
-    await admin.apply(svc(ns, 'api'));
-    const e = await w.next((ev) => ev.type === 'ADDED' && ev.object.metadata?.name === 'api');
-    assert.equal(e.type, 'ADDED');
-  });
-
-  await t.test('is forbidden to read Secrets or write Services', async () => {
-    for (const [method, path, body] of [
-      ['GET', `/api/v1/namespaces/${ns}/secrets`, undefined],
-      ['GET', '/api/v1/secrets', undefined],
-      ['POST', `/api/v1/namespaces/${ns}/services`, svc(ns, 'nope')],
-      ['GET', `/api/v1/namespaces/${ns}/pods`, undefined],
-    ] as const) {
-      await assert.rejects(
-        sa.request(method, path, body),
-        (e: unknown) => e instanceof KubeError && e.status === 403,
+    await t.test('can list Services and EndpointSlices in any namespace', async () => {
+      await admin.apply(svc(ns, 'web'));
+      const list = await sa.request<{ items: { metadata: { name: string } }[] }>(
+        'GET',
+        `/api/v1/namespaces/${ns}/services`,
       );
-    }
-  });
+      assert.deepEqual(
+        list.items.map((i) => i.metadata.name),
+        ['web'],
+      );
+      await sa.request('GET', '/apis/discovery.k8s.io/v1/endpointslices?limit=5');
+      await sa.request('GET', '/api/v1/services?limit=5');
+    });
 
-  await t.test('an unknown token is unauthorized', async () => {
-    await assert.rejects(
-      admin.as('not-a-token').request('GET', '/api/v1/services'),
-      (e: unknown) => e instanceof KubeError && e.status === 401,
-    );
-  });
-});
+    await t.test('can watch Services', async () => {
+      const w = openWatch(
+        cluster.server,
+        cluster.caPem,
+        token,
+        `/api/v1/namespaces/${ns}/services?watch=true`,
+      );
+      t.after(() => w.close());
+      assert.equal(await w.status, 200);
+      await admin.apply(svc(ns, 'api'));
+      const e = await w.next((ev) => ev.type === 'ADDED' && ev.object.metadata?.name === 'api');
+      assert.equal(e.type, 'ADDED');
+    });
 
-test('a watch re-established after apiserver-stop/apiserver-start resumes with the same data', async (t) => {
-  const cluster = await startCluster(t);
-  if (!cluster) return;
-  t.after(() => cluster.stop());
-  const { admin } = cluster;
-  const ns = await admin.createNamespace('restart');
-  await admin.apply(svc(ns, 'before'));
-  const list = await admin.request<{ metadata: { resourceVersion: string } }>(
-    'GET',
-    `/api/v1/namespaces/${ns}/services`,
-  );
+    await t.test('is forbidden to read Secrets or write Services', async () => {
+      for (const [method, path, body] of [
+        ['GET', `/api/v1/namespaces/${ns}/secrets`, undefined],
+        ['GET', '/api/v1/secrets', undefined],
+        ['POST', `/api/v1/namespaces/${ns}/services`, svc(ns, 'nope')],
+        ['GET', `/api/v1/namespaces/${ns}/pods`, undefined],
+      ] as const) {
+        await assert.rejects(
+          sa.request(method, path, body),
+          (e: unknown) => e instanceof KubeError && e.status === 403,
+        );
+      }
+    });
 
-  const first = openWatch(
-    cluster.server,
-    cluster.caPem,
-    cluster.adminToken,
-    `/api/v1/namespaces/${ns}/services?watch=true&resourceVersion=${list.metadata.resourceVersion}`,
-  );
-  assert.equal(await first.status, 200);
-  await cluster.apiserverStop();
-  assert.notEqual(await first.ended, undefined, 'the watch ends when the API server stops');
-  await assert.rejects(admin.request('GET', '/version'), /ECONNREFUSED/);
+    await t.test('an unknown token is unauthorized', async () => {
+      await assert.rejects(
+        admin.as('not-a-token').request('GET', '/api/v1/services'),
+        (e: unknown) => e instanceof KubeError && e.status === 401,
+      );
+    });
+  },
+);
 
-  await cluster.apiserverStart();
-  const again = openWatch(
-    cluster.server,
-    cluster.caPem,
-    cluster.adminToken,
-    `/api/v1/namespaces/${ns}/services?watch=true&resourceVersion=${list.metadata.resourceVersion}`,
-  );
-  t.after(() => again.close());
-  assert.equal(await again.status, 200);
-  await admin.apply(svc(ns, 'after'));
-  await again.next((e) => e.type === 'ADDED' && e.object.metadata?.name === 'after');
-  const names = (
-    await admin.request<{ items: { metadata: { name: string } }[] }>(
+test(
+  'a watch re-established after apiserver-stop/apiserver-start resumes with the same data',
+  { timeout: 180_000 },
+  async (t) => {
+    const cluster = await startCluster(t);
+    if (!cluster) return;
+    t.after(() => cluster.stop());
+    const { admin } = cluster;
+    const ns = await admin.createNamespace('restart');
+    await admin.apply(svc(ns, 'before'));
+    const list = await admin.request<{ metadata: { resourceVersion: string } }>(
       'GET',
       `/api/v1/namespaces/${ns}/services`,
-    )
-  ).items.map((i) => i.metadata.name);
-  assert.deepEqual(names.sort(), ['after', 'before'], 'etcd kept the data across the restart');
-});
+    );
+
+    const first = openWatch(
+      cluster.server,
+      cluster.caPem,
+      cluster.adminToken,
+      `/api/v1/namespaces/${ns}/services?watch=true&resourceVersion=${list.metadata.resourceVersion}`,
+    );
+    assert.equal(await first.status, 200);
+    await cluster.apiserverStop();
+    assert.notEqual(await first.ended, undefined, 'the watch ends when the API server stops');
+    await assert.rejects(admin.request('GET', '/version'), /ECONNREFUSED/);
+
+    await cluster.apiserverStart();
+    const again = openWatch(
+      cluster.server,
+      cluster.caPem,
+      cluster.adminToken,
+      `/api/v1/namespaces/${ns}/services?watch=true&resourceVersion=${list.metadata.resourceVersion}`,
+    );
+    t.after(() => again.close());
+    assert.equal(await again.status, 200);
+    await admin.apply(svc(ns, 'after'));
+    await again.next((e) => e.type === 'ADDED' && e.object.metadata?.name === 'after');
+    const names = (
+      await admin.request<{ items: { metadata: { name: string } }[] }>(
+        'GET',
+        `/api/v1/namespaces/${ns}/services`,
+      )
+    ).items.map((i) => i.metadata.name);
+    assert.deepEqual(names.sort(), ['after', 'before'], 'etcd kept the data across the restart');
+  },
+);
