@@ -119,8 +119,8 @@ export function sidecarContainer(inputs: SidecarInputs): Container {
   };
 }
 
-/** Lists go through the environment in the same syntax the annotation takes. */
-const list = (values: string[]): string => values.map((v) => v.replace(':', '-')).join(',');
+/** Port ranges go through the environment in the annotation's syntax (8000-8100), not iptables' (8000:8100). */
+const portList = (values: string[]): string => values.map((v) => v.replace(':', '-')).join(',');
 
 /**
  * The iptables step: the only part that needs NET_ADMIN/NET_RAW and root, which is why a namespace
@@ -133,13 +133,13 @@ export function initContainer(config: Config): Container {
     { name: 'OUTRIGGER_INGRESS_PORT', value: String(config.ingressPort) },
     { name: 'OUTRIGGER_ADMIN_PORT', value: String(config.adminPort) },
   ];
-  const lists: [string, string[]][] = [
-    ['OUTRIGGER_EXCLUDE_INBOUND_PORTS', config.excludeInboundPorts],
-    ['OUTRIGGER_EXCLUDE_OUTBOUND_PORTS', config.excludeOutboundPorts],
-    ['OUTRIGGER_EXCLUDE_INBOUND_CIDRS', config.excludeInboundCidrs],
-    ['OUTRIGGER_EXCLUDE_OUTBOUND_CIDRS', config.excludeOutboundCidrs],
+  const lists: [string, string[], string][] = [
+    ['OUTRIGGER_EXCLUDE_INBOUND_PORTS', config.excludeInboundPorts, portList(config.excludeInboundPorts)],
+    ['OUTRIGGER_EXCLUDE_OUTBOUND_PORTS', config.excludeOutboundPorts, portList(config.excludeOutboundPorts)],
+    ['OUTRIGGER_EXCLUDE_INBOUND_CIDRS', config.excludeInboundCidrs, config.excludeInboundCidrs.join(',')],
+    ['OUTRIGGER_EXCLUDE_OUTBOUND_CIDRS', config.excludeOutboundCidrs, config.excludeOutboundCidrs.join(',')],
   ];
-  for (const [name, values] of lists) if (values.length > 0) env.push({ name, value: list(values) });
+  for (const [name, values, value] of lists) if (values.length > 0) env.push({ name, value });
   return {
     name: INIT_NAME,
     image: config.proxyImage,

@@ -87,6 +87,19 @@ function checkInjected(input: Case, patch: PatchOp[], level: string): void {
         `${c.name} has HTTP_PROXY in explicit mode`,
       );
   }
+  // What the injector hands the sidecar and the iptables step parses with the same option table.
+  for (const c of all.filter(ours)) {
+    const env = Object.fromEntries(
+      (c.env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value]),
+    );
+    const config = loadConfig({ env, annotations: after.metadata?.annotations ?? {} });
+    if (c.name === 'outrigger-proxy') assert.equal(config.capture, status.capture);
+    if (c.name === 'outrigger-init') {
+      const wanted = loadConfig({ annotations: before.metadata?.annotations ?? {} });
+      assert.deepEqual(config.excludeOutboundCidrs, wanted.excludeOutboundCidrs);
+      assert.deepEqual(config.excludeInboundPorts, wanted.excludeInboundPorts);
+    }
+  }
   for (const c of all.filter(ours))
     for (const m of (c.volumeMounts ?? []) as { subPath?: string }[])
       assert.equal(m.subPath, undefined, 'no subPath: it would never see token rotation');
