@@ -145,9 +145,9 @@ function apiserverPids(cluster: TestCluster): number[] {
 }
 
 /**
- * Stops this cluster's kube-apiserver and waits until it is gone. scripts/test-cluster records
- * the PID of the subshell that launched it (`(cd ... && setsid ... &)`), so its apiserver-stop
- * and down leave the real process running; this finds it by its port. A no-op when it is stopped.
+ * Stops this cluster's kube-apiserver and waits until no process serves its port any more, so an
+ * outage test starts its clock when the outage is real. Belt and braces over apiserver-stop (which
+ * once recorded the launching subshell's PID and left the server running).
  */
 export async function stopApiserver(cluster: TestCluster): Promise<void> {
   await cluster.apiserverStop();
