@@ -79,7 +79,9 @@ export async function startFaultProxy(opts: { target: TestCluster }): Promise<Fa
   const fault = (action: FaultAction, req: IncomingMessage, res: ServerResponse): void => {
     counts.faults.set(action, (counts.faults.get(action) ?? 0) + 1);
     if (action === 'reset') {
-      req.socket.resetAndDestroy();
+      // A TLS socket cannot send an RST itself; the TCP socket under it (_parent) can.
+      const tcp = (req.socket as Socket & { _parent?: Socket })._parent ?? req.socket;
+      tcp.resetAndDestroy();
     } else if (action === 'stall') {
       stalled.add(req.socket);
     } else if (action === 'gone-event') {
@@ -108,6 +110,8 @@ export async function startFaultProxy(opts: { target: TestCluster }): Promise<Fa
       },
       (upRes) => {
         res.writeHead(upRes.statusCode ?? 502, upRes.headers);
+        // Node holds headers until the first body byte; a quiet watch would look unanswered.
+        res.flushHeaders();
         upRes.pipe(res);
         upRes.on('error', () => res.destroy());
       },
