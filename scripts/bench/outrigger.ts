@@ -10,12 +10,11 @@ import http from 'node:http';
 import path from 'node:path';
 import type { BenchTarget } from './run.ts';
 
-const repo = path.resolve(import.meta.dirname, '../..');
-const main = path.join(repo, 'src/main.ts');
-
 export interface OutriggerEnv {
   dir: string;
   backendPort: number;
+  /** The outrigger CLI entry point (compiled or source). */
+  main: string;
   launch(cmd: string, argv: string[], opts?: { env?: NodeJS.ProcessEnv }): ChildProcess;
 }
 
@@ -25,7 +24,7 @@ const B = { egress: 18089, ingress: 18090, admin: 18091 };
 const OTLP_SINK = 18095;
 
 /** Whether this checkout has `outrigger proxy` yet. */
-function proxyAvailable(): boolean {
+function proxyAvailable(main: string): boolean {
   const r = spawnSync(process.execPath, [main, 'proxy', '--help'], { encoding: 'utf8' });
   return r.status === 0 && r.stdout.includes('--egress-port');
 }
@@ -83,7 +82,7 @@ function startSink(): Promise<http.Server> {
 
 function sidecar(env: OutriggerEnv, source: string, ports: typeof A, extra: string[] = []): ChildProcess {
   return env.launch(process.execPath, [
-    main,
+    env.main,
     'proxy',
     '--source',
     `file:${source}`,
@@ -106,7 +105,7 @@ function sidecar(env: OutriggerEnv, source: string, ports: typeof A, extra: stri
 }
 
 export async function outriggerTargets(env: OutriggerEnv): Promise<BenchTarget[]> {
-  if (!proxyAvailable()) {
+  if (!proxyAvailable(env.main)) {
     process.stderr.write(
       'bench: `outrigger proxy` is not available in this checkout; its rows are left out\n',
     );

@@ -1,7 +1,7 @@
 // Side-by-side data-path benchmark: every target in ONE run, in front of the SAME backend (an
 // nginx worker returning a 12-byte body), on loopback only, each phase bounded in time.
 //   node scripts/bench/run.ts [--quick] [--rounds 2] [--only a,b] [--rate 1000] [--fixed-only] [--pin]
-//                             [--json FILE]
+//                             [--ts] [--json FILE]
 // Per target: closed-loop throughput (wrk -t1 -c50, or the Node generator without wrk), then a
 // fixed rate with coordinated-omission correction (p50/p99), the target's CPU per 1,000 rps from
 // /proc, and its RSS idle and under load. Results print as a Markdown table with ratios to nginx.
@@ -10,10 +10,10 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { compiledBuild, sourcesBuild, type BenchBuild } from './build.ts';
 import { closedLoop, fixedRate, type FixedRateResult, type Percentiles } from './loadgen.ts';
 import { outriggerTargets } from './outrigger.ts';
 
-const repo = path.resolve(import.meta.dirname, '../..');
 const args = process.argv.slice(2);
 const flag = (name: string): string | undefined => {
   const i = args.indexOf(name);
@@ -179,20 +179,13 @@ function startBackend(): ChildProcess {
   return launch('nginx', ['-c', conf, '-e', `${dir}/backend-error.log`], { cpu: 'load' });
 }
 
-function peerTargets(): BenchTarget[] {
+function peerTargets(build: BenchBuild): BenchTarget[] {
   const node = process.execPath;
   const nodeProxy = (kind: string, port: number): BenchTarget => ({
     name: `node ${kind}`,
     port,
     authority: `127.0.0.1:${port}`,
-    start: () => [
-      launch(node, [
-        path.join(repo, 'scripts/bench/node-proxies.ts'),
-        kind,
-        String(port),
-        String(BACKEND_PORT),
-      ]),
-    ],
+    start: () => [launch(node, [build.nodeProxies, kind, String(port), String(BACKEND_PORT)])],
   });
   const out: BenchTarget[] = [
     { name: 'direct', port: BACKEND_PORT, authority: `127.0.0.1:${BACKEND_PORT}`, start: () => [] },
@@ -399,7 +392,12 @@ async function main(): Promise<void> {
   if (!have('nginx')) throw new Error('nginx is needed as the backend: apt-get install nginx-light');
   startBackend();
   await waitPort(BACKEND_PORT);
-  const targets = [...peerTargets(), ...(await outriggerTargets({ dir, backendPort: BACKEND_PORT, launch }))];
+  // --ts runs the TypeScript sources (type stripping adds ~18 MB RSS per Node process).
+  const build = args.includes('--ts') ? sourcesBuild() : compiledBuild();
+  const targets = [
+    ...peerTargets(build),
+    ...(await outriggerTargets({ dir, backendPort: BACKEND_PORT, launch, main: build.main })),
+  ];
   const chosen = targets.filter((t) => !only || only.includes(t.name));
   const runs = new Map<string, Row[]>();
   // Alternate the order between rounds so drift on a shared machine hits every target alike.
