@@ -359,6 +359,12 @@ function combine(list: Row[]): Row {
 
 const f = (n: number, d = 2): string => (Number.isFinite(n) ? n.toFixed(d) : '—');
 
+function rpsCell(r: Row): string {
+  if (!Number.isFinite(r.rps)) return '—';
+  const rounds = r.rounds.map((x) => (x / 1000).toFixed(1)).join(' / ');
+  return `${Math.round(r.rps).toLocaleString('en-US')} (${rounds}k)`;
+}
+
 function table(rows: Row[]): string {
   const nginx = rows.find((r) => r.name === 'nginx');
   const direct = rows.find((r) => r.name === 'direct');
@@ -370,7 +376,7 @@ function table(rows: Row[]): string {
     const ratio = nginx ? r.rps / nginx.rps : NaN;
     const added = direct ? r.fixed.corrected.p99 - direct.fixed.corrected.p99 : NaN;
     lines.push(
-      `| ${r.name} | ${Math.round(r.rps).toLocaleString('en-US')} (${r.rounds.map((x) => Math.round(x / 100) / 10).join(' / ')}k) | ${f(ratio)} | ${f(r.closedP50)} / ${f(r.closedP99)} | ${f(r.fixed.corrected.p50)} / ${f(r.fixed.corrected.p99)} | ${r.name === 'direct' ? '—' : f(added)} | ${f(r.fixed.service.p99)} | ${r.fixed.errors} | ${f(r.cpuPer1k, 3)} | ${r.name === 'direct' ? '—' : `${f(r.rssIdle, 0)} / ${f(r.rssLoad, 0)}`} |`,
+      `| ${r.name} | ${rpsCell(r)} | ${f(ratio)} | ${f(r.closedP50)} / ${f(r.closedP99)} | ${f(r.fixed.corrected.p50)} / ${f(r.fixed.corrected.p99)} | ${r.name === 'direct' ? '—' : f(added)} | ${f(r.fixed.service.p99)} | ${r.fixed.errors} | ${f(r.cpuPer1k, 3)} | ${r.name === 'direct' ? '—' : `${f(r.rssIdle, 0)} / ${f(r.rssLoad, 0)}`} |`,
     );
   }
   return lines.join('\n');
