@@ -149,7 +149,13 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     idleTimeoutMs: config.idleTimeoutMs,
   });
   const sidecar = new Sidecar({
-    egress: { host: deps.hosts?.egress ?? '127.0.0.1', port: config.egressPort, handler: egress },
+    egress: {
+      host: deps.hosts?.egress ?? '127.0.0.1',
+      port: config.egressPort,
+      handler: egress,
+      // ip6tables REDIRECT sends the app's IPv6 connections to ::1, not 127.0.0.1.
+      ...(transparent && !deps.hosts?.egress ? { extraHosts: ['::1'] } : {}),
+    },
     ingress: { host: deps.hosts?.ingress ?? '::', port: config.ingressPort, handler: ingress },
     limits: { ...defaultLimits, keepAliveTimeoutMs: config.idleTimeoutMs, ...deps.limits },
     sniff: transparent,
@@ -284,6 +290,7 @@ export async function runProxy(
     const capture = await import('./proxy/capture/original-destination.ts');
     const listeners = [
       { address: '127.0.0.1', port: config.egressPort },
+      { address: '::1', port: config.egressPort },
       { port: config.ingressPort },
       { port: config.adminPort },
     ];

@@ -21,7 +21,8 @@ export interface ListenerSpec {
 }
 
 export interface SidecarOptions {
-  egress: ListenerSpec & { handler: EgressHandler };
+  /** extraHosts: the same egress port on further addresses (::1 for ip6tables REDIRECT). */
+  egress: ListenerSpec & { handler: EgressHandler; extraHosts?: string[] };
   ingress: ListenerSpec & { handler: IngressHandler };
   limits: ServerLimits;
   /** Sniff for non-HTTP streams (transparent capture). */
@@ -39,12 +40,33 @@ export interface SidecarOptions {
 interface Listener {
   http: Server;
   front: NetServer | Server;
+  /** Further addresses of the same listener (egress on [::1] under transparent capture). */
+  extra: NetServer[];
+  /** Handles a connection accepted on any of the listener's addresses. */
+  accept: (socket: Socket) => void;
   sockets: Set<Socket>;
   inflight: number;
 }
 
-const HTTP_START =
-  /^(GET|HEAD|POST|PUT|DELETE|OPTIONS|PATCH|TRACE|CONNECT|PRI|PROPFIND|MKCOL|COPY|MOVE|LOCK|UNLOCK|[A-Z]{3,12}) /;
+/** The longest prefix looked at; an HTTP request line longer than this goes to the parser (431). */
+const SNIFF_LIMIT = 16 * 1024;
+const REQUEST_LINE = /^[A-Z]{3,12} [^\s]+ HTTP\/1\.[01]\r?$/;
+const METHOD_PREFIX = /^[A-Z]{1,12}( |$)/;
+
+/**
+ * HTTP/1 or not, from a connection's first bytes: a complete first line must be a request line
+ * ending in HTTP/1.x, so text protocols such as Redis inline commands (`PING 42`) or SMTP are not
+ * mistaken for HTTP. 'more' asks for more bytes; final (detect timeout or limit) forces an answer.
+ */
+export function classify(buf: Buffer, final: boolean): 'http' | 'tcp' | 'more' {
+  const text = buf.subarray(0, SNIFF_LIMIT).toString('latin1');
+  if (text.length === 0) return final ? 'tcp' : 'more';
+  const eol = text.indexOf('\n');
+  if (eol >= 0) return REQUEST_LINE.test(text.slice(0, eol)) ? 'http' : 'tcp';
+  if (!METHOD_PREFIX.test(text.slice(0, 13))) return 'tcp';
+  if (final || buf.length >= SNIFF_LIMIT) return /^[A-Z]{3,12} /.test(text) ? 'http' : 'tcp';
+  return 'more';
+}
 
 export class Sidecar {
   readonly #o: SidecarOptions;
@@ -72,6 +94,17 @@ export class Sidecar {
   async start(): Promise<void> {
     await listen(this.#egress.front, this.#o.egress);
     await listen(this.#ingress.front, this.#o.ingress);
+    const port = this.ports().egress;
+    for (const host of this.#o.egress.extraHosts ?? []) {
+      const server = createNetServer({ noDelay: true }, this.#egress.accept);
+      try {
+        await listen(server, { host, port });
+        this.#egress.extra.push(server);
+      } catch (e) {
+        // A pod without IPv6 has no ::1; IPv4 capture works without it.
+        this.#o.log.warn('egress listener address unavailable', { host, port, error: (e as Error).message });
+      }
+    }
   }
 
   /** Bound addresses (port 0 in tests picks a free port). */
@@ -115,6 +148,7 @@ export class Sidecar {
   /** Closes both listeners and every connection at once. */
   close(): void {
     for (const l of [this.#egress, this.#ingress]) {
+      for (const x of l.extra) x.close();
       l.front.close();
       if (l.front !== l.http) l.http.close();
       for (const s of l.sockets) s.destroy();
@@ -138,6 +172,8 @@ export class Sidecar {
         (code, status) => this.#o.onRejected?.(name, code, status),
       ),
       front: undefined as unknown as NetServer,
+      extra: [],
+      accept: () => {},
       sockets: new Set(),
       inflight: 0,
     };
@@ -148,33 +184,44 @@ export class Sidecar {
     if (!this.#o.sniff) {
       l.http.on('connection', track);
       l.front = l.http;
+      l.accept = (socket) => l.http.emit('connection', socket);
       return l;
     }
-    l.front = createNetServer({ pauseOnConnect: false, noDelay: true }, (socket) => {
+    l.accept = (socket) => {
       track(socket);
       this.#sniff(socket, l.http, onTcp);
-    });
+    };
+    l.front = createNetServer({ noDelay: true }, l.accept);
     return l;
   }
 
   #sniff(socket: Socket, http: Server, onTcp: (s: Socket) => void): void {
     socket.on('error', () => socket.destroy());
-    const timer = this.#o.clock.setTimer(this.#o.detectTimeoutMs, () => {
-      socket.off('data', onData);
-      onTcp(socket);
-    });
-    const onData = (chunk: Buffer): void => {
+    const chunks: Buffer[] = [];
+    let decided = false;
+    const decide = (kind: 'http' | 'tcp'): void => {
+      if (decided) return;
+      decided = true;
       timer.cancel();
       socket.off('data', onData);
       socket.pause();
-      socket.unshift(chunk);
-      if (HTTP_START.test(chunk.subarray(0, 16).toString('latin1'))) {
+      if (chunks.length > 0) socket.unshift(Buffer.concat(chunks));
+      if (kind === 'http') {
         http.emit('connection', socket);
         socket.resume();
       } else {
         // Stays paused until the tunnel pipes it, so no byte is lost while the route is decided.
         onTcp(socket);
       }
+    };
+    const timer = this.#o.clock.setTimer(this.#o.detectTimeoutMs, () => {
+      const c = classify(Buffer.concat(chunks), true);
+      decide(c === 'more' ? 'tcp' : c);
+    });
+    const onData = (chunk: Buffer): void => {
+      chunks.push(chunk);
+      const c = classify(Buffer.concat(chunks), false);
+      if (c !== 'more') decide(c);
     };
     socket.on('data', onData);
   }
@@ -205,6 +252,7 @@ function portOf(server: NetServer | Server): number {
 }
 
 function closeListener(l: Listener): Promise<void> {
+  for (const x of l.extra) x.close();
   return new Promise((resolve) => {
     l.front.close(() => resolve());
     if (l.front !== l.http) l.http.close();

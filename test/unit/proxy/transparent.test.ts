@@ -2,6 +2,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, createServer, type AddressInfo, type Server } from 'node:net';
 import type { Destination } from '../../../src/proxy/capture-port.ts';
+import { classify } from '../../../src/proxy/sidecar.ts';
 import { ep, service } from '../routing/fixtures.ts';
 import { closedPort, send, startBackend, startProxy, type Backend, type Proxy } from './harness.ts';
 
@@ -122,4 +123,40 @@ test('a server-speaks-first client (silent) is streamed as TCP after the detect 
   } finally {
     greeter.close();
   }
+});
+
+test('sniffing tells HTTP/1 from text and binary protocols by the whole first line', () => {
+  const c = (s: string, final = false) => classify(Buffer.from(s, 'latin1'), final);
+  assert.equal(c('GET / HTTP/1.1\r\n'), 'http');
+  assert.equal(c('PROPFIND /x HTTP/1.0\n'), 'http');
+  assert.equal(c('GET / HT'), 'more');
+  assert.equal(c('GET / HT', true), 'http');
+  assert.equal(c('PING 42\r\n'), 'tcp');
+  assert.equal(c('SET k v\r\n'), 'tcp');
+  assert.equal(c('EHLO example.com\r\n'), 'tcp');
+  assert.equal(c('PRI * HTTP/2.0\r\n'), 'tcp');
+  assert.equal(c('\u0016\u0003\u0001'), 'tcp');
+  assert.equal(c('*1\r\n$4\r\nPING\r\n'), 'tcp');
+  assert.equal(c('', true), 'tcp');
+});
+
+test('a Redis-style inline command is streamed as TCP, not answered 400', async () => {
+  original = { address: '127.0.0.1', port: (echo.address() as AddressInfo).port };
+  const out = await new Promise<string>((resolve, reject) => {
+    const s = connect({ host: '127.0.0.1', port: proxy.egress });
+    let got = '';
+    const t = setTimeout(() => reject(new Error(`timeout: ${got}`)), 5_000);
+    s.setEncoding('latin1');
+    s.on('data', (d: string) => {
+      got += d;
+      if (got.includes('\r\n')) {
+        clearTimeout(t);
+        s.destroy();
+        resolve(got);
+      }
+    });
+    s.on('error', reject);
+    s.write('PING 42\r\n');
+  });
+  assert.equal(out, 'PING 42\r\n');
 });
