@@ -1,7 +1,10 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
+import { applyPatch } from '../../../src/injector/patch.ts';
+import type { Container, PatchOp, PodLike } from '../../../src/injector/types.ts';
 import { repoRoot } from '../../harness/tools.ts';
 
 const main = path.join(repoRoot, 'src/main.ts');
@@ -45,4 +48,30 @@ test('outrigger inject takes mesh-wide defaults from flags; annotations still wi
   assert.match(r.stdout, /image: registry\.example\/outrigger:9/);
   assert.match(r.stdout, /cpu: 20m/);
   assert.doesNotMatch(r.stdout, /cpu: 300m/);
+});
+
+test("the injected init container's args and env drive `outrigger iptables` as the pod asked", () => {
+  const dir = path.join(repoRoot, 'test/golden/injector');
+  const input = JSON.parse(readFileSync(path.join(dir, 'all-annotations.in.json'), 'utf8')) as {
+    review: { request: { object: PodLike } };
+  };
+  const out = JSON.parse(readFileSync(path.join(dir, 'all-annotations.out.json'), 'utf8')) as {
+    patch: PatchOp[];
+  };
+  const pod = applyPatch(input.review.request.object, out.patch);
+  const init = pod.spec.initContainers?.find((c) => c.name === 'outrigger-init') as Container & {
+    args: string[];
+  };
+  const env = Object.fromEntries((init.env ?? []).map((e) => [e.name, e.value ?? '']));
+  const r = spawnSync(process.execPath, [main, ...init.args, '--dry-run'], {
+    encoding: 'utf8',
+    env: { ...env, PATH: process.env.PATH },
+  });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /--uid-owner 2102 .*-j RETURN/);
+  assert.match(r.stdout, /--dports 7402,25,8000:8100 .*ignore-inbound-ports/);
+  assert.match(r.stdout, /--dports 5432 .*ignore-outbound-ports/);
+  assert.match(r.stdout, /-s 192\.168\.0\.0\/16 .*ignore-inbound-cidr/);
+  assert.match(r.stdout, /-d 10\.0\.0\.0\/8 .*ignore-outbound-cidr/);
+  assert.match(r.stdout, /-d fd00::\/8 .*ignore-outbound-cidr/);
 });
