@@ -305,7 +305,8 @@ export async function runProxy(
     namespace: discovery.namespace,
     log,
     clock,
-    observer: tracing.observer,
+    // A disabled tracer is a no-op observer: leave it out of the per-request fan-out.
+    ...(tracing.enabled ? { observer: tracing.observer } : {}),
     ...(originalDestination ? { originalDestination } : {}),
     configView: () => config,
     metricsExtra: () => {

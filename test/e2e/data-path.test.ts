@@ -10,7 +10,11 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { startCluster, type TestCluster } from '../harness/cluster.ts';
 import { podEnv, type LoadSummary, type PodEnv } from '../harness/data-path.ts';
 import { createService, createSlice, stopApiserver, stopCluster, waitFor } from '../harness/discovery.ts';
-import { requireNetns } from '../harness/netns.ts';
+import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { createNetns, linkNetns, requireNetns, waitForPort } from '../harness/netns.ts';
+import { repoRoot } from '../harness/tools.ts';
 
 const OUTAGE_MS = 60_000;
 const SERVICES = ['alpha', 'beta', 'gamma'];
@@ -149,5 +153,67 @@ describe('data path e2e (explicit capture, real API server)', { concurrency: 1 }
     const served = summary.servedBy[url] ?? {};
     for (const a of [...old, ...fresh])
       assert.ok((served[a] ?? 0) > 0, `${a} served requests: ${JSON.stringify(served)}`);
+  });
+
+  test('two hops: app -> egress sidecar -> [veth] -> ingress sidecar of the server pod -> backend', async (t) => {
+    const c = await clusterFor(t);
+    if (!c) return;
+    await c.apiserverStart().catch(() => undefined);
+    const ns = await c.admin.createNamespace('dp-twohop');
+    const client = await podEnv(c, ns);
+    t.after(() => client.close());
+    const server = await createNetns('dpserver', { t });
+    await linkNetns(client.ns, server, { a: ['10.244.1.1/24'], b: ['10.244.1.2/24'] });
+    // The server pod: its app on localhost:8080 and its sidecar's ingress on :7401. Its own
+    // discovery is an empty file: ingress needs none.
+    const dir = mkdtempSync(path.join(tmpdir(), 'outrigger-twohop-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    writeFileSync(path.join(dir, 'empty.yaml'), '');
+    server.spawn([
+      process.execPath,
+      path.join(repoRoot, 'test/harness/data-path-backend.ts'),
+      '127.0.0.1:8080',
+    ]);
+    server.spawn([
+      process.execPath,
+      path.join(repoRoot, 'src/main.ts'),
+      'proxy',
+      '--capture',
+      'explicit',
+      '--source',
+      `file:${path.join(dir, 'empty.yaml')}`,
+      '--namespace',
+      ns,
+      '--app-port',
+      '8080',
+      '--trace-sampling',
+      '0',
+    ]);
+    await waitForPort(server, '127.0.0.1', 8080, 15_000);
+    await waitForPort(server, '10.244.1.2', 7401, 30_000);
+    // The Service's endpoint is the server pod's ingress port, as a meshed Service's targetPort is.
+    await createService(c.admin, ns, 'remote');
+    await c.admin.apply({
+      apiVersion: 'discovery.k8s.io/v1',
+      kind: 'EndpointSlice',
+      metadata: { name: 'remote-1', namespace: ns, labels: { 'kubernetes.io/service-name': 'remote' } },
+      addressType: 'IPv4',
+      endpoints: [{ addresses: ['10.244.1.2'], conditions: { ready: true } }],
+      ports: [{ name: 'http', port: 7401, protocol: 'TCP' }],
+    });
+    await client.startSidecar();
+    await waitFor('client sidecar ready', async () => (await readyz(client)) === 200, 30_000);
+    const url = `http://remote.${ns}/`;
+    const summary = await client.load(50, 3_000, [url]);
+    assert.equal(summary.failed, 0, describeFailures(summary));
+    assert.deepEqual(Object.keys(summary.servedBy[url] ?? {}), ['127.0.0.1'], 'the server pod app answered');
+    const probe = `fetch('http://127.0.0.1:7402/metrics').then(r => r.text()).then(t => process.stdout.write(t))`;
+    const metrics = (await server.exec([process.execPath, '-e', probe], { timeoutMs: 15_000 })).stdout;
+    const line = metrics
+      .split('\n')
+      .find(
+        (l) => l.startsWith('outrigger_requests_total{direction="ingress"') && l.includes('status="200"'),
+      );
+    assert.ok(line && Number(line.split(' ').at(-1)) >= summary.total, `server ingress counted: ${line}`);
   });
 });
