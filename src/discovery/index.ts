@@ -5,6 +5,7 @@ import type { Clock, Random } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
 import type { KubeConnection } from './kube/connection.ts';
 import { identityConnection } from './kube/in-cluster.ts';
+import { chooseProtocol } from './kube/senders.ts';
 import { createTransport } from './kube/transport.ts';
 import { createKubeResolver, type KubeResolverOptions } from './resolver.ts';
 import type { Resolver } from './types.ts';
@@ -57,7 +58,7 @@ export async function createDiscovery(config: DiscoveryConfig, deps: DiscoveryDe
     namespace ??= identity.namespace();
   }
   const ns = namespace ?? 'default';
-  const transport = createTransport(conn);
+  const transport = createTransport(conn, { protocol: await chooseProtocol(conn) });
   const resolver = await createKubeResolver({
     api: transport,
     clock: deps.clock,

@@ -2,7 +2,8 @@ import { existsSync } from 'node:fs';
 import { open, readFile, rename, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { crc32 } from 'node:zlib';
-import protobuf from 'protobufjs';
+import { createRequire } from 'node:module';
+import type protobuf from 'protobufjs';
 import type { Clock, Timer } from '../shared/clock.ts';
 import { errorMessage, OutriggerError } from '../shared/errors.ts';
 import type { Logger } from '../shared/log.ts';
@@ -26,7 +27,9 @@ function snapshotType(): protobuf.Type {
     join(import.meta.dirname, '../../../proto/outrigger/v1/snapshot.proto'),
   ];
   const file = candidates.find((c) => existsSync(c)) ?? candidates[0] ?? '';
-  schema = protobuf.loadSync(file).lookupType('outrigger.v1.Snapshot');
+  // Loaded on first use: a sidecar without --snapshot never pays for protobufjs.
+  const pb = createRequire(import.meta.url)('protobufjs') as typeof protobuf;
+  schema = pb.loadSync(file).lookupType('outrigger.v1.Snapshot');
   return schema;
 }
 

@@ -1,8 +1,8 @@
-import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
-import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import type { Readable } from 'node:stream';
 import { errorMessage } from '../../shared/errors.ts';
 import { errorForStatus, KubeError, type KubeApi, type ListResult, type WatchEvent } from './api.ts';
 import type { KubeConnection } from './connection.ts';
+import { http1Sender, http2Sender, type RawResponse, type Sender } from './senders.ts';
 
 export interface TransportStats {
   lists: number;
@@ -20,54 +20,41 @@ export interface KubeTransport extends KubeApi {
 const MAX_LIST_BYTES = 256 * 1024 * 1024;
 
 /**
- * A lean list/watch client over node:https: a keep-alive agent (one TLS handshake per
- * connection, reused across lists and re-watches), the bearer token read per request, the CA from
- * the connection. It replaces @kubernetes/client-node at run time because that package's entry point
- * costs ~60 MB RSS per sidecar (issue 3). After a 401 it refreshes the credentials and retries once.
+ * A lean list/watch client over node:http2 or node:https (see senders.ts): the bearer token read
+ * per request, the CA from the connection, connections reused across lists and re-watches. It
+ * replaces @kubernetes/client-node at run time because that package's entry point costs ~60 MB RSS
+ * per sidecar (issue 3). After a 401 it refreshes the credentials and retries once.
  */
-export function createTransport(conn: KubeConnection): KubeTransport {
-  const secure = conn.server.protocol === 'https:';
-  const agentOpts = { keepAlive: true, keepAliveMsecs: 30_000, maxFreeSockets: 4 };
-  const agent = secure
-    ? new HttpsAgent({
-        ...agentOpts,
-        ca: conn.ca,
-        cert: conn.cert,
-        key: conn.key,
-        ...(conn.rejectUnauthorized === false ? { rejectUnauthorized: false } : {}),
-      })
-    : new HttpAgent(agentOpts);
+export function createTransport(conn: KubeConnection, opts: { protocol?: 'h1' | 'h2' } = {}): KubeTransport {
+  const sender: Sender = opts.protocol === 'h2' ? http2Sender(conn) : http1Sender(conn);
   const stats: TransportStats = { lists: 0, watches: 0, failures: 0, unauthorizedRetries: 0, openWatches: 0 };
 
-  const open = (path: string, query: Record<string, string>, signal: AbortSignal): Promise<IncomingMessage> =>
-    new Promise((resolve, reject) => {
-      const url = new URL(path, conn.server);
-      for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
-      const headers: Record<string, string> = { accept: 'application/json', 'user-agent': 'outrigger/0.1' };
-      const auth = conn.authorization();
-      if (auth) headers.authorization = auth;
-      const req = (secure ? httpsRequest : httpRequest)(url, { agent, headers, signal }, resolve);
-      req.on('error', reject);
-      req.end();
-    });
+  const open = (path: string, query: Record<string, string>, signal: AbortSignal): Promise<RawResponse> => {
+    const url = new URL(path, conn.server);
+    for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
+    const headers: Record<string, string> = { accept: 'application/json', 'user-agent': 'outrigger/0.1' };
+    const auth = conn.authorization();
+    if (auth) headers.authorization = auth;
+    return sender.send(url, headers, signal);
+  };
 
   const openAuthed = async (
     path: string,
     query: Record<string, string>,
     signal: AbortSignal,
-  ): Promise<IncomingMessage> => {
+  ): Promise<RawResponse> => {
     let res = await open(path, query, signal);
-    if (res.statusCode === 401) {
-      res.resume();
+    if (res.status === 401) {
+      res.body.resume();
       // The kubelet may have rotated the token, or an old one was invalidated: re-read, retry once.
       if (await conn.unauthorized()) {
         stats.unauthorizedRetries++;
         res = await open(path, query, signal);
       }
     }
-    if (res.statusCode !== 200) {
-      const body = await readBody(res, 4096).catch(() => '');
-      throw errorForStatus(res.statusCode ?? 0, `${path}`, statusMessage(body));
+    if (res.status !== 200) {
+      const body = await readBody(res.body, 4096).catch(() => '');
+      throw errorForStatus(res.status, `${path}`, statusMessage(body));
     }
     return res;
   };
@@ -84,7 +71,7 @@ export function createTransport(conn: KubeConnection): KubeTransport {
       stats.lists++;
       try {
         const res = await openAuthed(path, query, signal);
-        const text = await readBody(res, MAX_LIST_BYTES);
+        const text = await readBody(res.body, MAX_LIST_BYTES);
         let parsed: { items?: unknown; metadata?: { resourceVersion?: unknown } };
         try {
           parsed = JSON.parse(text) as typeof parsed;
@@ -104,7 +91,7 @@ export function createTransport(conn: KubeConnection): KubeTransport {
     },
     async watch(path, query, handlers, signal): Promise<void> {
       stats.watches++;
-      let res: IncomingMessage;
+      let res: RawResponse;
       try {
         res = await openAuthed(path, { ...query, watch: '1' }, signal);
       } catch (e) {
@@ -113,7 +100,7 @@ export function createTransport(conn: KubeConnection): KubeTransport {
       stats.openWatches++;
       handlers.onOpen();
       try {
-        await streamLines(res, (line) => {
+        await streamLines(res.body, (line) => {
           let ev: WatchEvent;
           try {
             ev = JSON.parse(line) as WatchEvent;
@@ -130,7 +117,7 @@ export function createTransport(conn: KubeConnection): KubeTransport {
       }
     },
     close(): void {
-      agent.destroy();
+      sender.close();
     },
   };
 }
@@ -144,7 +131,10 @@ function statusMessage(body: string): string {
   }
 }
 
-function readBody(res: IncomingMessage, limit: number): Promise<string> {
+/** Whether a body ended as a complete response (an HTTP/1.1 IncomingMessage knows; HTTP/2 ends cleanly). */
+const completed = (res: Readable): boolean => (res as Readable & { complete?: boolean }).complete ?? true;
+
+function readBody(res: Readable, limit: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -156,16 +146,21 @@ function readBody(res: IncomingMessage, limit: number): Promise<string> {
       }
       chunks.push(c);
     });
-    res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    res.on('end', () =>
+      completed(res)
+        ? resolve(Buffer.concat(chunks).toString('utf8'))
+        : reject(new Error('response cut off')),
+    );
     res.on('error', reject);
-    res.on('aborted', () => reject(new Error('response aborted')));
+    res.on('close', () => reject(new Error('response closed early')));
   });
 }
 
 /** Newline-delimited JSON events; resolves when the server ends the stream cleanly. */
-function streamLines(res: IncomingMessage, onLine: (line: string) => void): Promise<void> {
+function streamLines(res: Readable, onLine: (line: string) => void): Promise<void> {
   return new Promise((resolve, reject) => {
     let buf = '';
+    let ended = false;
     res.setEncoding('utf8');
     res.on('data', (chunk: string) => {
       buf += chunk;
@@ -181,10 +176,14 @@ function streamLines(res: IncomingMessage, onLine: (line: string) => void): Prom
         reject(e instanceof Error ? e : new Error(String(e)));
       }
     });
-    res.on('end', () => (res.complete ? resolve() : reject(new Error('watch stream cut off'))));
+    res.on('end', () => {
+      ended = true;
+      if (completed(res)) resolve();
+      else reject(new Error('watch stream cut off'));
+    });
     res.on('error', reject);
     res.on('close', () => {
-      if (!res.complete) reject(new Error('watch stream closed early'));
+      if (!ended) reject(new Error('watch stream closed early'));
     });
   });
 }

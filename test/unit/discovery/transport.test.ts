@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as h2server, type ServerHttp2Stream } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import { KubeError, type WatchEvent } from '../../../src/discovery/kube/api.ts';
@@ -160,6 +161,46 @@ test('a torn or garbled watch stream rejects instead of ending quietly', async (
       t.watch('/p', {}, handlers, signal()),
       (e: unknown) => e instanceof KubeError && e.code === 'kube_bad_response',
     );
+  } finally {
+    t.close();
+    server.close();
+  }
+});
+
+test('HTTP/2: lists and many concurrent watches share one connection', async () => {
+  const sessions = new Set<unknown>();
+  const streams: ServerHttp2Stream[] = [];
+  const server = h2server();
+  server.on('session', (s) => sessions.add(s));
+  server.on('stream', (stream, headers) => {
+    const path = String(headers[':path']);
+    if (!path.includes('watch=1')) {
+      stream.respond({ ':status': 200 });
+      stream.end(JSON.stringify({ metadata: { resourceVersion: '7' }, items: [{}, {}] }));
+      return;
+    }
+    stream.respond({ ':status': 200 });
+    stream.write(JSON.stringify({ type: 'BOOKMARK', object: { metadata: { resourceVersion: '8' } } }) + '\n');
+    streams.push(stream);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const url = new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+  const t = createTransport(conn(url, ['x']).conn, { protocol: 'h2' });
+  try {
+    assert.equal((await t.list('/p', {}, signal())).items.length, 2);
+    const events: string[] = [];
+    const watches = Array.from({ length: 20 }, () =>
+      t.watch('/w', {}, { onOpen: () => undefined, onEvent: (e) => events.push(e.type) }, signal()).then(
+        () => 'ended',
+        (e: unknown) => (e instanceof Error ? e.message : String(e)),
+      ),
+    );
+    for (let i = 0; i < 200 && t.stats.openWatches < 20; i++) await new Promise((r) => setTimeout(r, 10));
+    assert.equal(t.stats.openWatches, 20);
+    assert.equal(sessions.size, 1, 'one connection for everything');
+    for (const s of streams) s.end();
+    assert.deepEqual(new Set(await Promise.all(watches)), new Set(['ended']));
+    assert.equal(events.length, 20);
   } finally {
     t.close();
     server.close();
