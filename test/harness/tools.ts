@@ -21,12 +21,17 @@ export function requireTool(t: TestContext, ok: boolean, what: string, hint: str
 /** Paths of the Go-built test binaries, from `scripts/test-cluster paths`. */
 export function testBinaries(): Record<'etcd' | 'kube-apiserver' | 'kubectl' | 'jaeger', string> {
   const r = spawnSync('bash', [path.join(repoRoot, 'scripts/test-cluster'), 'paths'], { encoding: 'utf8' });
-  const out: Record<string, string> = {};
+  const out: Record<'etcd' | 'kube-apiserver' | 'kubectl' | 'jaeger', string> = {
+    etcd: '',
+    'kube-apiserver': '',
+    kubectl: '',
+    jaeger: '',
+  };
   for (const line of r.stdout.split('\n')) {
     const [k, v] = line.split('=');
-    if (k && v) out[k] = v;
+    if (k && v && k in out) out[k as keyof typeof out] = v;
   }
-  return out as Record<'etcd' | 'kube-apiserver' | 'kubectl' | 'jaeger', string>;
+  return out;
 }
 
 export function clusterBinariesBuilt(): boolean {

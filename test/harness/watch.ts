@@ -21,7 +21,6 @@ export interface WatchStream {
 export function openWatch(server: string, caPem: string, token: string, urlPath: string): WatchStream {
   const events: WatchEvent[] = [];
   const waiters: { pred: (e: WatchEvent) => boolean; resolve: (e: WatchEvent) => void }[] = [];
-  let req: ClientRequest | undefined;
   let resolveStatus!: (n: number) => void;
   let resolveEnded!: (s: string) => void;
   const status = new Promise<number>((r) => (resolveStatus = r));
@@ -35,7 +34,7 @@ export function openWatch(server: string, caPem: string, token: string, urlPath:
       }
     }
   };
-  req = https.get(
+  const req: ClientRequest = https.get(
     new URL(urlPath, server),
     { ca: caPem, headers: { authorization: `Bearer ${token}` }, agent: false },
     (res) => {
@@ -82,6 +81,6 @@ export function openWatch(server: string, caPem: string, token: string, urlPath:
         });
       });
     },
-    close: () => req?.destroy(),
+    close: () => req.destroy(),
   };
 }
