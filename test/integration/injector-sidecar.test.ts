@@ -4,7 +4,7 @@
 // to this machine; everything else is the injected container spec.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
@@ -16,6 +16,7 @@ import { applyPatch } from '../../src/injector/patch.ts';
 import { injectorSettings } from '../../src/injector/settings.ts';
 import type { Container, PodLike } from '../../src/injector/types.ts';
 import { startCluster } from '../harness/cluster.ts';
+import { rotateSecretDir, writeSecretDir } from '../harness/injector.ts';
 import { writeTokenDir } from '../harness/token-dir.ts';
 import { repoRoot } from '../harness/tools.ts';
 
@@ -65,6 +66,11 @@ function get(
 }
 
 /** kubelet's downward-API file format: key="value" per line, Go-quoted. */
+const podInfo = (annotations: Record<string, string>): Record<string, string> => ({
+  labels: podInfoFile({ app: 'web' }),
+  annotations: podInfoFile(annotations),
+});
+
 const podInfoFile = (m: Record<string, string>): string =>
   Object.entries(m)
     .sort(([a], [b]) => a.localeCompare(b))
@@ -121,9 +127,7 @@ test('the injected sidecar starts, becomes ready and routes with its own project
       const token = await admin.mintToken(ns, 'app', { expirationSeconds: 3600 });
       writeTokenDir(dir, { token, caPem: cluster.caPem, namespace: ns });
     } else if (vol?.downwardAPI) {
-      mkdirSync(dir);
-      writeFileSync(path.join(dir, 'labels'), podInfoFile(injected.metadata?.labels ?? {}));
-      writeFileSync(path.join(dir, 'annotations'), podInfoFile(injected.metadata?.annotations ?? {}));
+      writeSecretDir(dir, podInfo(injected.metadata?.annotations ?? {}));
     } else mkdirSync(dir);
   }
   const fields: Record<string, string> = {
@@ -186,6 +190,29 @@ test('the injected sidecar starts, becomes ready and routes with its own project
   );
   assert.equal(r.headers['x-outrigger-error'], 'no_endpoints');
 
+  // Live options: kubelet rewrites the downward-API file when annotations change.
+  const podInfoDir = env.OUTRIGGER_POD_INFO_DIR ?? '';
+  const annotations = injected.metadata?.annotations ?? {};
+  rotateSecretDir(
+    podInfoDir,
+    podInfo({ ...annotations, 'outrigger.dev/log-level': 'debug', 'outrigger.dev/trace-sampling': '0.5' }),
+  );
+  await until(
+    () => /"msg":"live options re-applied".*"logLevel":"debug","traceSampling":0.5/.test(stderr),
+    stderr,
+  );
+  rotateSecretDir(podInfoDir, podInfo({ ...annotations, 'outrigger.dev/trace-sampling': 'lots' }));
+  await until(
+    () => /annotations changed but are invalid.*trace-sampling/.test(stderr),
+    () => stderr,
+  );
+
   child.kill('SIGTERM');
   assert.notEqual(await exited, null);
 });
+
+/** Bounded wait for a log line (the file watch is asynchronous). */
+async function until(cond: () => boolean, log: () => string): Promise<void> {
+  for (let i = 0; i < 100 && !cond(); i++) await new Promise((r) => setTimeout(r, 100));
+  assert.ok(cond(), `not seen in the sidecar's log:\n${log().slice(-2000)}`);
+}
