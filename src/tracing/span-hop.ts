@@ -131,9 +131,9 @@ function methodOf(method: string): string {
  */
 function startAttributes(info: HopStart, method: string, egress: boolean): Attributes {
   const attrs: Attributes = { [ATTR_DIRECTION]: info.direction };
-  const { host, port } = splitAuthority(info.authority);
-  if (host) attrs[ATTR_SERVER_ADDRESS] = host;
-  if (port !== undefined) attrs[ATTR_SERVER_PORT] = port;
+  const target = parseTarget(info.target, info.authority);
+  if (target.host) attrs[ATTR_SERVER_ADDRESS] = target.host;
+  if (target.port !== undefined) attrs[ATTR_SERVER_PORT] = target.port;
   if (info.peerAddress && !egress) attrs[ATTR_CLIENT_ADDRESS] = info.peerAddress;
   if (info.protocol === 'tcp') {
     attrs[ATTR_NETWORK_TRANSPORT] = 'tcp';
@@ -143,22 +143,37 @@ function startAttributes(info: HopStart, method: string, egress: boolean): Attri
   if (method === '_OTHER') attrs[ATTR_HTTP_REQUEST_METHOD_ORIGINAL] = info.method;
   attrs[ATTR_NETWORK_PROTOCOL_NAME] = 'http';
   attrs[ATTR_URL_SCHEME] = 'http';
-  const path = pathOf(info.target);
-  attrs[ATTR_URL_PATH] = path;
-  if (egress && info.authority) attrs[ATTR_URL_FULL] = `http://${info.authority}${path}`;
+  attrs[ATTR_URL_PATH] = target.path;
+  if (egress && target.authority) attrs[ATTR_URL_FULL] = `http://${target.authority}${target.path}`;
   return attrs;
 }
 
-function pathOf(target: string): string {
+/**
+ * An absolute-form target (explicit capture, HTTP_PROXY) names the authority itself, and per
+ * RFC 9112 section 3.2.2 it wins over the Host header; origin-form targets take the Host.
+ */
+function parseTarget(
+  target: string,
+  hostHeader: string,
+): { authority: string; host: string; port?: number; path: string } {
   if (/^https?:\/\//i.test(target)) {
     try {
-      return new URL(target).pathname;
+      const u = new URL(target);
+      const host = u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname;
+      const port = u.port ? Number(u.port) : undefined;
+      return port === undefined
+        ? { authority: u.host, host, path: u.pathname }
+        : { authority: u.host, host, port, path: u.pathname };
     } catch {
-      return '/';
+      return { authority: hostHeader, ...splitAuthority(hostHeader), path: '/' };
     }
   }
   const q = target.indexOf('?');
-  return q === -1 ? target : target.slice(0, q);
+  return {
+    authority: hostHeader,
+    ...splitAuthority(hostHeader),
+    path: q === -1 ? target : target.slice(0, q),
+  };
 }
 
 export function splitAuthority(authority: string): { host: string; port?: number } {

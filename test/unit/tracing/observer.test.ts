@@ -215,3 +215,18 @@ test('tracing without a collector is disabled: no-op observer, zero stats', asyn
   assert.deepEqual(t.stats(), { exported: 0, droppedQueueFull: 0, droppedExportFailed: 0, dropped: 0 });
   await t.shutdown();
 });
+
+test('absolute-form targets (explicit capture) name the server, over the Host header', async () => {
+  const t = setup();
+  const hop = t.tracing.observer.startHop({
+    ...egress(),
+    target: 'http://[fd00::7]:8080/items/7?token=secret',
+    authority: '127.0.0.1:7400',
+  });
+  hop.end({ status: 200 });
+  const [span] = await finished(t);
+  assert.equal(span?.attributes['server.address'], 'fd00::7');
+  assert.equal(span?.attributes['server.port'], 8080);
+  assert.equal(span?.attributes['url.path'], '/items/7');
+  assert.equal(span?.attributes['url.full'], 'http://[fd00::7]:8080/items/7');
+});
