@@ -199,7 +199,7 @@ test('the injected sidecar starts, becomes ready and routes with its own project
   );
   await until(
     () => /"msg":"live options re-applied".*"logLevel":"debug","traceSampling":0.5/.test(stderr),
-    stderr,
+    () => stderr,
   );
   rotateSecretDir(podInfoDir, podInfo({ ...annotations, 'outrigger.dev/trace-sampling': 'lots' }));
   await until(
