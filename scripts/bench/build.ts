@@ -1,13 +1,14 @@
 // The benchmark runs what ships: compiled JavaScript, not the TypeScript sources (Node's type
 // stripping loads a WebAssembly transformer that alone adds ~18 MB RSS to a process). The build
-// goes under node_modules/.cache so that the compiled files still resolve the installed packages.
+// goes under the repository's git-ignored .outrigger/ (one directory per run, removed at exit) so
+// that the compiled files still resolve the installed packages.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { stripTypeScriptTypes } from 'node:module';
 import path from 'node:path';
 
 const repo = path.resolve(import.meta.dirname, '../..');
-const out = path.join(repo, 'node_modules/.cache/outrigger-bench');
+const out = path.join(repo, '.outrigger', `bench-build-${process.pid}`);
 
 export interface BenchBuild {
   /** Entry point of the outrigger CLI. */
@@ -25,6 +26,7 @@ export function sourcesBuild(): BenchBuild {
 
 export function compiledBuild(): BenchBuild {
   mkdirSync(out, { recursive: true });
+  process.once('exit', () => rmSync(out, { recursive: true, force: true }));
   const tsc = path.join(repo, 'node_modules/typescript/bin/tsc');
   const r = spawnSync(
     process.execPath,
