@@ -12,7 +12,11 @@ test('npx outrigger --help runs the compiled CLI on the pinned Node 24', (t) => 
   assert.equal(build.status, 0, build.stderr + build.stdout);
   assert.ok(existsSync(path.join(repoRoot, 'dist/main.js')));
   const env = { ...process.env, PATH: `${binDir}:${process.env.PATH ?? ''}` };
-  const help = spawnSync('npx', ['--no-install', 'outrigger', '--help'], { cwd: repoRoot, env, encoding: 'utf8' });
+  const help = spawnSync('npx', ['--no-install', 'outrigger', '--help'], {
+    cwd: repoRoot,
+    env,
+    encoding: 'utf8',
+  });
   assert.equal(help.status, 0, help.stderr);
   assert.match(help.stdout, /Usage: outrigger/);
   const version = spawnSync('node', ['--version'], { env, encoding: 'utf8' });
@@ -26,7 +30,9 @@ test('the bin refuses an older Node with a message that says what to do', (t) =>
     t.skip('no older system node at /usr/bin/node to check with');
     return;
   }
-  const r = spawnSync('/usr/bin/node', [path.join(repoRoot, 'bin/outrigger.js'), '--help'], { encoding: 'utf8' });
+  const r = spawnSync('/usr/bin/node', [path.join(repoRoot, 'bin/outrigger.js'), '--help'], {
+    encoding: 'utf8',
+  });
   assert.equal(r.status, 1);
   assert.match(r.stderr, /Node.js 24 or newer is required.*npx outrigger/);
 });
