@@ -66,6 +66,8 @@ export interface DataPathDeps {
   /** Redacted configuration for /debug/config. */
   configView?: () => unknown;
   metricsExtra?: () => Record<string, { help: string; value: number }>;
+  /** Grace period of a drain started by POST /drain (SIGTERM passes its own). */
+  drainGraceMs?: number;
   /** Transparent capture: how long a silent client is waited for before it is treated as TCP. */
   detectTimeoutMs?: number;
 }
@@ -196,7 +198,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       balancer: () => balancers.view(),
       connections: () => ({ ...sidecar.connections(), upstream: agents.stats() }),
     },
-    drain: () => void dataPath.drain(config.idleTimeoutMs).catch(() => {}),
+    drain: () => void dataPath.drain(deps.drainGraceMs ?? 25_000).catch(() => {}),
   });
   let drainPromise: Promise<void> | undefined;
   const dataPath: DataPath = {
@@ -309,6 +311,7 @@ export async function runProxy(
     ...(tracing.enabled ? { observer: tracing.observer } : {}),
     ...(originalDestination ? { originalDestination } : {}),
     configView: () => config,
+    drainGraceMs: config.drainSeconds * 1000,
     metricsExtra: () => {
       const t = tracing.stats();
       return {
@@ -326,16 +329,9 @@ export async function runProxy(
     source: config.source.kind,
   });
 
-  const watcher = watchAnnotations(podInfoDir, log, () => {
-    try {
-      const next = loadConfig({ ...inputs, annotations: readPodFile(annotationsFile(podInfoDir)) });
-      log.setLevel(next.logLevel as LogLevel);
-      tracing.setSampling(next.traceSampling);
-      log.info('live options re-applied', { logLevel: next.logLevel, traceSampling: next.traceSampling });
-    } catch (e) {
-      log.warn('annotations changed but are invalid; keeping the running values', { error: errorMessage(e) });
-    }
-  });
+  const watcher = watchAnnotations(podInfoDir, log, () =>
+    applyLiveOptions(inputs, readPodFile(annotationsFile(podInfoDir)), { log, tracing }),
+  );
 
   await new Promise<void>((resolve) => {
     let stopping = false;
@@ -352,6 +348,32 @@ export async function runProxy(
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));
   });
+}
+
+/**
+ * Re-applies the live options (DESIGN.md 1: log level, trace sampling) after the annotations file
+ * changed. The whole configuration is validated again; an invalid change keeps the running values.
+ */
+export function applyLiveOptions(
+  inputs: ConfigInputs,
+  annotations: Record<string, string>,
+  targets: { log: Logger; tracing: { setSampling(ratio: number): void } },
+): boolean {
+  try {
+    const next = loadConfig({ ...inputs, annotations });
+    targets.log.setLevel(next.logLevel as LogLevel);
+    targets.tracing.setSampling(next.traceSampling);
+    targets.log.info('live options re-applied', {
+      logLevel: next.logLevel,
+      traceSampling: next.traceSampling,
+    });
+    return true;
+  } catch (e) {
+    targets.log.warn('annotations changed but are invalid; keeping the running values', {
+      error: errorMessage(e),
+    });
+    return false;
+  }
 }
 
 /** Kubelet rewrites the downward-API files by swapping a ..data symlink: watch the directory. */
