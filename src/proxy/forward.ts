@@ -5,6 +5,7 @@ import httpProxy from 'http-proxy';
 import type { Clock, Timer } from '../shared/clock.ts';
 import type { Outcome } from '../balance/balancer.ts';
 import type { AgentPool } from './agents.ts';
+import { BodyReplay } from './body-replay.ts';
 import { hasBody, IDEMPOTENT, stripHopByHop } from './headers.ts';
 import type { Hop } from './observer.ts';
 import { sendError, type ProxyErrorCode } from './status.ts';
@@ -109,6 +110,8 @@ export class Forwarder {
   ): Promise<ForwardResult> {
     const tried = new Set<string>();
     const bodiless = !hasBody(req.headers);
+    // A body is kept (bounded) only where a second attempt is possible.
+    const replay = !bodiless && plan.maxAttempts > 1 ? new BodyReplay(req) : undefined;
     const statusRetryable = bodiless && IDEMPOTENT.has(req.method ?? '') && plan.retryStatuses.size > 0;
     const withdraw = (): boolean => !plan.budget || plan.budget.tryWithdraw();
     let last: AttemptResult | undefined;
@@ -129,7 +132,7 @@ export class Forwarder {
         plan.retryStatuses.has(status) &&
         plan.canTry(new Set([...tried])) &&
         withdraw();
-      const r = await this.#attempt(req, res, up, hop, retryStatus);
+      const r = await this.#attempt(req, res, up, hop, retryStatus, replay);
       last = r;
       switch (r.kind) {
         case 'response':
@@ -141,7 +144,7 @@ export class Forwarder {
           continue;
         case 'connect_failure':
           done('connect_failure');
-          if (bodiless) continue;
+          if (bodiless || replay?.replayable) continue;
           return this.#fail(res, 'upstream_failed', `connect to ${up.host}:${up.port} failed: ${r.message}`);
         case 'reset_reused':
           done('cancelled');
@@ -180,6 +183,7 @@ export class Forwarder {
     up: Upstream,
     hop: Hop,
     retryStatus: (status: number) => boolean,
+    replay: BodyReplay | undefined,
   ): Promise<AttemptResult> {
     return new Promise((resolve) => {
       let settled = false;
@@ -223,11 +227,13 @@ export class Forwarder {
             timers.push(t);
             socket.once('connect', () => {
               connected = true;
+              replay?.connected();
               t.cancel();
             });
           } else {
             reused = true;
             connected = true;
+            replay?.connected();
           }
         },
         onProxyRes: (proxyRes) => {
@@ -251,6 +257,7 @@ export class Forwarder {
           target: { host: up.host, port: up.port, protocol: 'http:' } as unknown as string,
           agent: this.#o.agents.for(up.host, up.port),
           headers: traceHeaders as Record<string, string>,
+          ...(replay ? { buffer: replay.attempt() } : {}),
           selfHandleResponse: true,
         },
         (err: NodeJS.ErrnoException) => {

@@ -99,7 +99,7 @@ test('a failed connect is retried on another endpoint', async () => {
   );
 });
 
-test('a POST with a body is not retried after a failed connect', async () => {
+test('a POST with a body to a Service whose only endpoint refuses: 502', async () => {
   const r = await send(proxy.egress, { method: 'POST', headers: { host: 'dead.prod' }, body: 'payload' });
   assert.equal(r.status, 502);
   assert.equal(r.headers['x-outrigger-error'], 'upstream_failed');
@@ -219,5 +219,47 @@ test('configured statuses are retried for idempotent bodiless requests only', as
   } finally {
     await p.close();
     await flaky.close();
+  }
+});
+
+test('a POST body is replayed to another endpoint after a failed connect, never in part', async () => {
+  const got: string[] = [];
+  const sink = await startBackend((req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (d: string) => (body += d));
+    req.on('end', () => {
+      got.push(body);
+      res.end(`got ${body.length}`);
+    });
+  });
+  // Round robin from a fresh Service: the refusing endpoint is always tried first.
+  proxy.resolver.set(
+    service('prod', 'post1', { eps: { http: [ep('127.0.0.1', deadPort), ep('127.0.0.1', sink.port)] } }),
+  );
+  proxy.resolver.set(
+    service('prod', 'post2', { eps: { http: [ep('127.0.0.1', deadPort), ep('127.0.0.1', sink.port)] } }),
+  );
+  try {
+    const small = 'x'.repeat(10_000);
+    const r = await send(proxy.egress, { method: 'POST', headers: { host: 'post1.prod' }, body: small });
+    assert.equal(r.status, 200);
+    assert.equal(r.body, 'got 10000');
+    assert.deepEqual(got, [small]);
+    // Whether the refusal comes before or after the first 64 KiB arrived decides between a retry
+    // and a 502; either way the backend sees the whole body once or not at all, never a part.
+    const big = await send(proxy.egress, {
+      method: 'POST',
+      headers: { host: 'post2.prod' },
+      body: 'y'.repeat(70_000),
+    });
+    if (big.status === 200) assert.deepEqual([got.length, got[1]?.length], [2, 70_000]);
+    else {
+      assert.equal(big.status, 502);
+      assert.equal(big.headers['x-outrigger-error'], 'upstream_failed');
+      assert.equal(got.length, 1);
+    }
+  } finally {
+    await sink.close();
   }
 });
