@@ -28,6 +28,13 @@ async function dial(ns: Netns, host: string, port: number, uid = APP_UID): Promi
   return JSON.parse(r.stdout) as EchoReport;
 }
 
+/** What the echo server saw: which listener took the connection and what it was meant for. */
+function expectReport(r: EchoReport, listener: number, original: EchoReport['original'], own: boolean): void {
+  assert.equal(r.listener, listener);
+  assert.deepEqual(r.original, original);
+  assert.equal(r.ownListener, own);
+}
+
 async function startEcho(ns: Netns, ports: number[], uid?: number): Promise<void> {
   const child = ns.spawn([node, echo, 'serve', '::', ports.join(','), OWN.join(',')], { uid });
   child.stderr?.on('data', (d: Buffer) => process.stderr.write(d));
@@ -76,18 +83,17 @@ describe('transparent capture in a pod network namespace', () => {
 
   test('outbound TCP from the app is redirected to egress with its original destination (IPv4)', async (t) => {
     if (!requireNetns(t, [...tools])) return;
-    const r = await dial(pod, '10.96.0.10', 80);
-    assert.equal(r.listener, 7400);
-    assert.deepEqual(r.original, { address: '10.96.0.10', port: 80 });
-    assert.equal(r.ownListener, false);
+    expectReport(await dial(pod, '10.96.0.10', 80), 7400, { address: '10.96.0.10', port: 80 }, false);
   });
 
   test('outbound TCP from the app is redirected to egress with its original destination (IPv6)', async (t) => {
     if (!requireNetns(t, [...tools])) return;
-    const r = await dial(pod, 'fd00:10:96::a', 8080);
-    assert.equal(r.listener, 7400);
-    assert.deepEqual(r.original, { address: 'fd00:10:96::a', port: 8080 });
-    assert.equal(r.ownListener, false);
+    expectReport(
+      await dial(pod, 'fd00:10:96::a', 8080),
+      7400,
+      { address: 'fd00:10:96::a', port: 8080 },
+      false,
+    );
   });
 
   test("the proxy's own UID goes out unredirected (kernel-side loop guard)", async (t) => {
@@ -121,32 +127,21 @@ describe('transparent capture in a pod network namespace', () => {
 
   test('inbound TCP is redirected to ingress with its original destination (IPv4 and IPv6)', async (t) => {
     if (!requireNetns(t, [...tools])) return;
-    const r = await dial(peer, POD4, 8080);
-    assert.equal(r.listener, 7401);
-    assert.deepEqual(r.original, { address: POD4, port: 8080 });
-    assert.equal(r.ownListener, false);
-    const r6 = await dial(peer, POD6, 8080);
-    assert.equal(r6.listener, 7401);
-    assert.deepEqual(r6.original, { address: POD6, port: 8080 });
+    expectReport(await dial(peer, POD4, 8080), 7401, { address: POD4, port: 8080 }, false);
+    expectReport(await dial(peer, POD6, 8080), 7401, { address: POD6, port: 8080 }, false);
   });
 
   test('the admin port and excluded inbound ports are not redirected', async (t) => {
     if (!requireNetns(t, [...tools])) return;
     assert.equal((await dial(peer, POD4, 9090)).listener, 9090);
-    const admin = await dial(peer, POD4, 7402);
-    assert.equal(admin.listener, 7402);
     // The pitfall in reference/capture.md: unredirected, SO_ORIGINAL_DST still answers with the
     // socket's own address, which the loop guard must recognise as one of our listeners.
-    assert.deepEqual(admin.original, { address: POD4, port: 7402 });
-    assert.equal(admin.ownListener, true);
+    expectReport(await dial(peer, POD4, 7402), 7402, { address: POD4, port: 7402 }, true);
   });
 
   test('a direct connection to a listener is flagged by the loop guard', async (t) => {
     if (!requireNetns(t, [...tools])) return;
-    const r = await dial(pod, '127.0.0.1', 7400);
-    assert.equal(r.listener, 7400);
-    assert.deepEqual(r.original, { address: '127.0.0.1', port: 7400 });
-    assert.equal(r.ownListener, true);
+    expectReport(await dial(pod, '127.0.0.1', 7400), 7400, { address: '127.0.0.1', port: 7400 }, true);
   });
 
   test('rerunning `outrigger iptables` is idempotent', async (t) => {
