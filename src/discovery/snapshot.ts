@@ -33,17 +33,8 @@ function snapshotType(): protobuf.Type {
   return schema;
 }
 
-interface PbEndpoint {
-  address: string;
-  port: number;
-  ready: boolean;
-  serving: boolean;
-  terminating: boolean;
-  hostname?: string;
-  nodeName?: string;
-  zone?: string;
-  podName?: string;
-}
+/** Endpoint messages decode to exactly the domain shape (same names, optional strings). */
+type PbEndpoint = Endpoint;
 
 interface PbService {
   namespace: string;

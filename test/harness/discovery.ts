@@ -9,7 +9,9 @@ import { createDiscovery, type Discovery, type DiscoveryDeps } from '../../src/d
 import type { Resolution, ServiceKey } from '../../src/discovery/types.ts';
 import { systemClock, systemRandom } from '../../src/shared/clock.ts';
 import { memoryLogger } from '../../src/shared/log.ts';
-import type { TestCluster } from './cluster.ts';
+import type { TestContext } from 'node:test';
+import { startCluster, type TestCluster } from './cluster.ts';
+import { startFaultProxy, type FaultProxy } from './fault-proxy.ts';
 import type { KubeAdmin } from './kube.ts';
 import { writeTokenDir } from './token-dir.ts';
 
@@ -189,4 +191,36 @@ export function patchFaultProxy(): void {
     if (/[?&]watch=(1|true)/.test(this.req?.url ?? '') && this.statusCode === 200) this.flushHeaders();
     return out;
   } as typeof writeHead;
+}
+
+/** A real cluster for one test (stopped after it, pass or fail) and a fresh namespace in it. */
+export async function discoveryCluster(
+  t: TestContext,
+  prefix: string,
+): Promise<{ cluster: TestCluster; ns: string } | undefined> {
+  const cluster = await startCluster(t);
+  if (!cluster) return undefined;
+  t.after(() => stopCluster(cluster));
+  return { cluster, ns: await cluster.admin.createNamespace(prefix) };
+}
+
+/** The fault proxy in front of the cluster, stopped after the test. */
+export async function withFaultProxy(t: TestContext, cluster: TestCluster): Promise<FaultProxy> {
+  patchFaultProxy();
+  const proxy = await startFaultProxy({ target: cluster });
+  t.after(() => proxy.stop());
+  return proxy;
+}
+
+/** Services svc-0..svc-(n-1), each with one EndpointSlice svc-i-a holding addresses(i). */
+export async function createServices(
+  admin: KubeAdmin,
+  ns: string,
+  n: number,
+  addresses: (i: number) => string[],
+): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    await createService(admin, ns, `svc-${i}`);
+    await createSlice(admin, ns, `svc-${i}`, `svc-${i}-a`, addresses(i));
+  }
 }

@@ -1,36 +1,27 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
-import { startCluster } from '../harness/cluster.ts';
 import {
-  createService,
-  createSlice,
+  createServices,
+  discoveryCluster,
   endpointsOf,
   key,
-  patchFaultProxy,
   sidecarIdentity,
   startSidecarDiscovery,
   stopApiserver,
-  stopCluster,
+  withFaultProxy,
 } from '../harness/discovery.ts';
-import { startFaultProxy } from '../harness/fault-proxy.ts';
 
 const N = 5;
 
 test('the LRU caps live watches at N with 3N Services looked up; evicted ones resolve from the cold tier in an outage', async (t) => {
-  const cluster = await startCluster(t);
-  if (!cluster) return;
-  t.after(() => stopCluster(cluster));
-  patchFaultProxy();
-  const proxy = await startFaultProxy({ target: cluster });
-  t.after(() => proxy.stop());
-  const ns = await cluster.admin.createNamespace('bounded');
+  const env = await discoveryCluster(t, 'bounded');
+  if (!env) return;
+  const { cluster, ns } = env;
+  const proxy = await withFaultProxy(t, cluster);
   const id = await sidecarIdentity(cluster, ns);
   t.after(() => id.cleanup());
-  for (let i = 0; i < 3 * N; i++) {
-    await createService(cluster.admin, ns, `svc-${i}`);
-    await createSlice(cluster.admin, ns, `svc-${i}`, `svc-${i}-a`, [`10.60.${i}.1`]);
-  }
+  await createServices(cluster.admin, ns, 3 * N, (i) => [`10.60.${i}.1`]);
   const { discovery } = await startSidecarDiscovery(proxy.url, id.dir, { maxWatches: N });
   t.after(() => discovery.close());
 

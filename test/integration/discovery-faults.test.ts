@@ -1,20 +1,18 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
-import { startCluster } from '../harness/cluster.ts';
 import {
-  createService,
-  createSlice,
-  patchFaultProxy,
+  createServices,
+  discoveryCluster,
   endpointsOf,
   freshnessOf,
   key,
   sidecarIdentity,
   startSidecarDiscovery,
-  stopCluster,
   waitFor,
+  withFaultProxy,
 } from '../harness/discovery.ts';
-import { startFaultProxy, type FaultAction } from '../harness/fault-proxy.ts';
+import type { FaultAction } from '../harness/fault-proxy.ts';
 
 const N = 10;
 const sliceListOf = (svc: string): RegExp =>
@@ -27,19 +25,13 @@ const sliceListOf = (svc: string): RegExp =>
  * any Service may disappear at any moment.
  */
 test('relist with failing EndpointSlice reads (500, reset, stall) and 410 mid-watch removes no endpoint', async (t) => {
-  const cluster = await startCluster(t);
-  if (!cluster) return;
-  t.after(() => stopCluster(cluster));
-  patchFaultProxy();
-  const proxy = await startFaultProxy({ target: cluster });
-  t.after(() => proxy.stop());
-  const ns = await cluster.admin.createNamespace('skipper');
+  const env = await discoveryCluster(t, 'skipper');
+  if (!env) return;
+  const { cluster, ns } = env;
+  const proxy = await withFaultProxy(t, cluster);
   const id = await sidecarIdentity(cluster, ns);
   t.after(() => id.cleanup());
-  for (let i = 0; i < N; i++) {
-    await createService(cluster.admin, ns, `svc-${i}`);
-    await createSlice(cluster.admin, ns, `svc-${i}`, `svc-${i}-a`, [`10.30.${i}.1`, `10.30.${i}.2`]);
-  }
+  await createServices(cluster.admin, ns, N, (i) => [`10.30.${i}.1`, `10.30.${i}.2`]);
   const { discovery, log } = await startSidecarDiscovery(proxy.url, id.dir, {
     tuning: { reflector: { listTimeoutMs: 3_000, backoff: { initialMs: 200, maxMs: 2_000, factor: 2 } } },
   });

@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
-import { startCluster } from '../harness/cluster.ts';
 import {
-  createService,
-  createSlice,
+  createServices,
+  discoveryCluster,
   endpointsOf,
   freshnessOf,
   key,
@@ -12,7 +11,6 @@ import {
   sidecarIdentity,
   startSidecarDiscovery,
   stopApiserver,
-  stopCluster,
   waitFor,
 } from '../harness/discovery.ts';
 
@@ -20,16 +18,12 @@ const SERVICES = 50;
 const OUTAGE_MS = 60_000;
 
 test('API server outage: 50 Services keep their endpoints, marked stale; a change after restart is seen in seconds', async (t) => {
-  const cluster = await startCluster(t);
-  if (!cluster) return;
-  t.after(() => stopCluster(cluster));
-  const ns = await cluster.admin.createNamespace('outage');
+  const env = await discoveryCluster(t, 'outage');
+  if (!env) return;
+  const { cluster, ns } = env;
   const id = await sidecarIdentity(cluster, ns);
   t.after(() => id.cleanup());
-  for (let i = 0; i < SERVICES; i++) {
-    await createService(cluster.admin, ns, `svc-${i}`);
-    await createSlice(cluster.admin, ns, `svc-${i}`, `svc-${i}-a`, [`10.20.${i}.1`, `10.20.${i}.2`]);
-  }
+  await createServices(cluster.admin, ns, SERVICES, (i) => [`10.20.${i}.1`, `10.20.${i}.2`]);
 
   const { discovery, log } = await startSidecarDiscovery(cluster.server, id.dir);
   t.after(() => discovery.close());

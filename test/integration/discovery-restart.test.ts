@@ -2,31 +2,25 @@ import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { startCluster } from '../harness/cluster.ts';
 import {
-  createService,
-  createSlice,
+  createServices,
+  discoveryCluster,
   endpointsOf,
   freshnessOf,
   key,
   sidecarIdentity,
   startSidecarDiscovery,
   stopApiserver,
-  stopCluster,
 } from '../harness/discovery.ts';
 
 test('a sidecar restarted during an outage routes from its snapshot; a corrupt one warns once and reports no data', async (t) => {
-  const cluster = await startCluster(t);
-  if (!cluster) return;
-  t.after(() => stopCluster(cluster));
-  const ns = await cluster.admin.createNamespace('restart');
+  const env = await discoveryCluster(t, 'restart');
+  if (!env) return;
+  const { cluster, ns } = env;
   const id = await sidecarIdentity(cluster, ns);
   t.after(() => id.cleanup());
   const snapshot = join(id.dir, '..', 'snapshot.pb');
-  for (let i = 0; i < 5; i++) {
-    await createService(cluster.admin, ns, `svc-${i}`);
-    await createSlice(cluster.admin, ns, `svc-${i}`, `svc-${i}-a`, [`10.50.${i}.1`]);
-  }
+  await createServices(cluster.admin, ns, 5, (i) => [`10.50.${i}.1`]);
 
   const first = await startSidecarDiscovery(cluster.server, id.dir, { snapshot });
   const clusterIPs = new Map<number, string>();

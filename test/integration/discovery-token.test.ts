@@ -3,32 +3,27 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { startCluster } from '../harness/cluster.ts';
 import {
   createService,
   createSlice,
+  discoveryCluster,
   endpointsOf,
   freshnessOf,
   key,
-  patchFaultProxy,
   replaceSliceAddresses,
   startSidecarDiscovery,
-  stopCluster,
   waitFor,
+  withFaultProxy,
 } from '../harness/discovery.ts';
-import { startFaultProxy } from '../harness/fault-proxy.ts';
 import { KubeError } from '../harness/kube.ts';
 import { rotateToken, writeTokenDir } from '../harness/token-dir.ts';
 
 test('token rotation with the old token invalidated: discovery keeps working without a restart', async (t) => {
-  const cluster = await startCluster(t);
-  if (!cluster) return;
-  t.after(() => stopCluster(cluster));
-  patchFaultProxy();
-  const proxy = await startFaultProxy({ target: cluster });
-  t.after(() => proxy.stop());
+  const env = await discoveryCluster(t, 'token');
+  if (!env) return;
+  const { cluster, ns } = env;
+  const proxy = await withFaultProxy(t, cluster);
   const { admin } = cluster;
-  const ns = await admin.createNamespace('token');
   await admin.createServiceAccount(ns, 'sidecar');
   await admin.bindSidecarRole(ns, 'sidecar');
   const boundToken = async (secret: string): Promise<string> => {
