@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { listenOn } from '../shared/listen.ts';
 
 /**
  * The admin listener (default :7402): /healthz, /readyz (with discovery detail), /metrics, and
@@ -56,10 +57,7 @@ export class AdminServer {
   }
 
   async start(): Promise<void> {
-    await new Promise<void>((resolve, reject) => {
-      this.#server.once('error', reject);
-      this.#server.listen(this.#o.port, this.#o.host, () => resolve());
-    });
+    await listenOn(this.#server, this.#o.port, this.#o.host);
   }
 
   port(): number {

@@ -1,6 +1,7 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
 import type { Clock } from '../shared/clock.ts';
+import { listenOn } from '../shared/listen.ts';
 import type { Logger } from '../shared/log.ts';
 import type { EgressHandler } from './egress.ts';
 import type { IngressHandler } from './ingress.ts';
@@ -237,13 +238,7 @@ export class Sidecar {
 }
 
 function listen(server: NetServer | Server, spec: ListenerSpec): Promise<void> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(spec.port, spec.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
+  return listenOn(server, spec.port, spec.host);
 }
 
 function portOf(server: NetServer | Server): number {
