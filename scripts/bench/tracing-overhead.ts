@@ -1,6 +1,7 @@
-// Tracing overhead in one run: throughput and p99 latency through a proxy hop with tracing
-// disabled, and with sampling 0, 0.01 and 1.0, as ratios to "disabled". Loopback only (DESIGN.md
-// section 10); every run is bounded by wrk's duration.
+// Tracing overhead in one run: throughput and p99 latency through one sidecar hop (the real data
+// path: egress listener, routing, balancing, http-proxy) with tracing disabled, and with sampling
+// 0, 0.01 and 1.0, as ratios to "disabled". Loopback only (DESIGN.md section 10); every run is
+// bounded by wrk's duration.
 //
 //   node scripts/bench/tracing-overhead.ts [--duration 5] [--rounds 3] [--connections 32]
 //
@@ -10,6 +11,9 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { jaegerBinary, startJaeger } from '../../test/harness/jaeger.ts';
@@ -35,6 +39,9 @@ const backend = http.createServer((_req, res) => {
 backend.keepAliveTimeout = 60_000;
 await new Promise<void>((r) => backend.listen(0, '127.0.0.1', r));
 const backendPort = (backend.address() as AddressInfo).port;
+const dir = mkdtempSync(path.join(os.tmpdir(), 'outrigger-bench-tracing-'));
+const servicesFile = path.join(dir, 'services.yaml');
+writeFileSync(servicesFile, services(backendPort));
 
 const collector = await startCollector();
 process.stdout.write(`collector: ${collector.kind} at ${collector.url}\n`);
@@ -62,6 +69,30 @@ try {
   backend.closeAllConnections();
   backend.close();
   await collector.stop();
+  rmSync(dir, { recursive: true, force: true });
+}
+
+function services(port: number): string {
+  return `apiVersion: v1
+kind: Service
+metadata: { name: backend, namespace: bench }
+spec:
+  type: ClusterIP
+  clusterIP: 10.96.0.90
+  ports: [{ name: http, port: 80, targetPort: http, protocol: TCP }]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: backend-1
+  namespace: bench
+  labels: { kubernetes.io/service-name: backend }
+addressType: IPv4
+ports: [{ name: http, port: ${port}, protocol: TCP }]
+endpoints:
+  - addresses: ["127.0.0.1"]
+    conditions: { ready: true, serving: true, terminating: false }
+`;
 }
 
 function report(): void {
@@ -89,13 +120,16 @@ function report(): void {
 async function measure(mode: string): Promise<Sample> {
   const child = spawn(
     process.execPath,
-    [new URL('./tracing-relay-child.ts', import.meta.url).pathname, mode, String(backendPort), collector.url],
+    [new URL('./tracing-sidecar-child.ts', import.meta.url).pathname, mode, servicesFile, collector.url],
     {
       stdio: ['ignore', 'pipe', 'inherit'],
     },
   );
   const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  const killer = setTimeout(() => child.kill('SIGKILL'), 30_000); // a sidecar that never starts
   const first = await lines.next();
+  clearTimeout(killer);
+  if (first.done) throw new Error(`sidecar (${mode}) did not start`);
   const { port } = JSON.parse(String(first.value)) as { port: number };
   const url = `http://127.0.0.1:${port}/bench`;
   await wrk(url, 1); // warm-up: JIT, keep-alive sockets
@@ -118,7 +152,8 @@ async function stopChild(
 
 function wrk(url: string, seconds: number): Promise<{ rps: number; p50: number; p99: number }> {
   return new Promise((resolve, reject) => {
-    const p = spawn('wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '--latency', url], {
+    const args = ['-t1', `-c${connections}`, `-d${seconds}s`, '--latency', '-H', 'Host: backend.bench', url];
+    const p = spawn('wrk', args, {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let out = '';
