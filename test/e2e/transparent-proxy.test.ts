@@ -5,12 +5,21 @@
 // proxy UID, exactly as the injector sets them up; discovery comes from the file source (the
 // Service's ClusterIPs are reachable only through the sidecar, so a 200 proves the routing).
 import assert from 'node:assert/strict';
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, lchownSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { createNetns, linkNetns, netnsUnavailable, requireNetns, waitForPort } from '../harness/netns.ts';
-import type { Netns, Tool } from '../harness/netns.ts';
+import { startCluster, type TestCluster } from '../harness/cluster.ts';
+import {
+  bridgeIntoNetns,
+  createNetns,
+  linkNetns,
+  netnsUnavailable,
+  requireNetns,
+  waitForPort,
+} from '../harness/netns.ts';
+import type { Bridge, Netns, Tool } from '../harness/netns.ts';
+import { writeTokenDir } from '../harness/token-dir.ts';
 import { repoRoot } from '../harness/tools.ts';
 
 const PROXY_UID = 2102;
@@ -94,64 +103,85 @@ function requestCount(text: string, labels: Record<string, string>): number {
   return sum;
 }
 
-describe('transparent mode end to end: app -> egress sidecar -> ingress sidecar -> backend', () => {
-  let client: Netns;
-  let server: Netns;
-  let dir = '';
-  const unavailable = netnsUnavailable(tools);
+interface Pods {
+  client: Netns;
+  server: Netns;
+  /** Scratch directory readable by the proxy UID (sources, token directories). */
+  dir: string;
+  remove(): Promise<void>;
+}
 
-  before(async () => {
-    if (unavailable) return;
-    dir = mkdtempSync(path.join(tmpdir(), 'outrigger-e2e-'));
-    chmodSync(dir, 0o755); // the sidecars read it as the proxy UID
-    const source = path.join(dir, 'services.yaml');
-    writeFileSync(source, services, { mode: 0o644 });
-    client = await createNetns('client');
-    server = await createNetns('server');
+/**
+ * Two pods joined by a veth pair, each with the capture rules, a sidecar as the proxy UID (common
+ * flags plus `sidecarFlags`), and the server pod's backend: HTTP on 8080 (the Service) and 9090
+ * (in no Service), raw TCP on 9998. `prepare` runs before the sidecars start (e.g. API bridges).
+ */
+async function startPods(
+  sidecarFlags: (dir: string) => string[],
+  opts: { env?: NodeJS.ProcessEnv; prepare?: (pods: Pods) => Promise<void> } = {},
+): Promise<Pods> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'outrigger-e2e-'));
+  chmodSync(dir, 0o755); // the sidecars read it as the proxy UID
+  const client = await createNetns('client');
+  const server = await createNetns('server');
+  const pods: Pods = {
+    client,
+    server,
+    dir,
+    remove: async () => {
+      await client.remove();
+      await server.remove();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  try {
     await linkNetns(client, server, {
       a: [`${CLIENT4}/24`, `${CLIENT6}/64`],
       b: [`${SERVER4}/24`, `${SERVER6}/64`],
       defaultRoutes: true,
     });
-    const sidecarArgs = (extra: string[]): string[] => [
-      node,
-      main,
-      'proxy',
-      '--source',
-      `file:${source}`,
-      '--capture',
-      'transparent',
-      '--namespace',
-      'demo',
-      '--log-level',
-      'warn',
-      '--trace-sampling',
-      '0',
-      '--trace-endpoint',
-      'http://127.0.0.1:9/',
-      '--pod-info-dir',
-      dir,
-      ...extra,
-    ];
+    await opts.prepare?.(pods);
+    const common = ['--capture', 'transparent', '--log-level', 'warn', '--trace-sampling', '0'];
+    const quiet = ['--trace-endpoint', 'http://127.0.0.1:9/', '--pod-info-dir', dir];
+    const flags = sidecarFlags(dir);
     for (const [pod, extra] of [
       [client, []],
       [server, ['--app-port', '8080']],
     ] as const) {
       await pod.exec([node, main, 'iptables']);
-      const sidecar = pod.spawn(sidecarArgs([...extra]), { uid: PROXY_UID });
+      const argv = [node, main, 'proxy', ...common, ...quiet, ...flags, ...extra];
+      const sidecar = pod.spawn(argv, { uid: PROXY_UID, env: { ...process.env, ...opts.env } });
       sidecar.stderr?.on('data', (d: Buffer) => process.stderr.write(`[${pod.name}] ${d.toString()}`));
-      await waitForPort(pod, '127.0.0.1', 7402, 20_000);
+      await waitForPort(pod, '127.0.0.1', 7402, 30_000);
     }
-    // The backend: HTTP on 8080 (the Service) and 9090 (not a Service), raw TCP on 9998.
     server.spawn([node, app, 'serve', 'server', '8080,9090', '9998'], { uid: APP_UID });
     await waitForPort(server, '127.0.0.1', 8080);
     await waitForPort(server, '127.0.0.1', 9998);
+  } catch (e) {
+    await pods.remove();
+    throw e;
+  }
+  return pods;
+}
+
+describe('transparent mode end to end: app -> egress sidecar -> ingress sidecar -> backend', () => {
+  let client: Netns;
+  let server: Netns;
+  let pods: Pods | undefined;
+  const unavailable = netnsUnavailable(tools);
+
+  before(async () => {
+    if (unavailable) return;
+    pods = await startPods((dir) => {
+      const source = path.join(dir, 'services.yaml');
+      writeFileSync(source, services, { mode: 0o644 });
+      return ['--source', `file:${source}`, '--namespace', 'demo'];
+    });
+    ({ client, server } = pods);
   });
 
   after(async () => {
-    await client?.remove();
-    await server?.remove();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    await pods?.remove();
   });
 
   test('the tools are there (under CI=true a missing one fails)', (t) => {
@@ -174,23 +204,16 @@ describe('transparent mode end to end: app -> egress sidecar -> ingress sidecar 
     assert.match(body.headers['x-forwarded-for'] ?? '', new RegExp(CLIENT4.replace(/\./g, '\\.')));
   });
 
-  // ip6tables REDIRECT sends the app's IPv6 connections to [::1]:7400, and the egress listener is
-  // bound to 127.0.0.1 only, so they are refused: the data path needs a second egress listener on
-  // ::1 (linkerd2-proxy binds both loopbacks). Kept as todo so it is reported, not hidden.
-  test(
-    'HTTP to a Service ClusterIP (IPv6) is balanced to its endpoint through both sidecars',
-    {
-      todo: 'egress listens on 127.0.0.1 only; IPv6 capture needs [::1]:7400 too',
-    },
-    async (t) => {
-      if (!requireNetns(t, tools)) return;
-      const r = await get(client, 'http://[fd00:10:96::20]/six');
-      assert.equal(r.status, 200, JSON.stringify(r));
-      const body = JSON.parse(r.body) as { pod: string; url: string };
-      assert.equal(body.pod, 'server');
-      assert.equal(body.url, '/six');
-    },
-  );
+  // ip6tables REDIRECT sends the app's IPv6 connections to [::1]:7400, so egress must listen on
+  // both loopbacks (as linkerd2-proxy does); a 127.0.0.1-only listener refuses them.
+  test('HTTP to a Service ClusterIP (IPv6) is balanced to its endpoint through both sidecars', async (t) => {
+    if (!requireNetns(t, tools)) return;
+    const r = await get(client, 'http://[fd00:10:96::20]/six');
+    assert.equal(r.status, 200, JSON.stringify(r));
+    const body = JSON.parse(r.body) as { pod: string; url: string };
+    assert.equal(body.pod, 'server');
+    assert.equal(body.url, '/six');
+  });
 
   test('a destination that is no Service passes through to the original destination', async (t) => {
     if (!requireNetns(t, tools)) return;
@@ -211,23 +234,16 @@ describe('transparent mode end to end: app -> egress sidecar -> ingress sidecar 
     assert.equal(r.stdout.trim(), 'PONG server *1 $4 PING');
   });
 
-  // The sidecar's sniffing takes any "[A-Z]{3,12} " start for an HTTP method, so a client-first
-  // text protocol such as Redis's inline commands ("PING 42", "SET k v") is parsed as HTTP and
-  // answered 400. Checking for " HTTP/1." on the first line would tell them apart.
-  test(
-    'a client-first text protocol whose first word looks like a method is still a stream',
-    {
-      todo: 'protocol sniffing treats "PING 42" as an HTTP request line',
-    },
-    async (t) => {
-      if (!requireNetns(t, tools)) return;
-      const r = await client.exec([node, app, 'tcp', '10.96.0.30', '5000', 'PING 42'], {
-        uid: APP_UID,
-        timeoutMs: 15_000,
-      });
-      assert.equal(r.stdout.trim(), 'PONG server PING 42');
-    },
-  );
+  // Redis inline commands ("PING 42", "SET k v") start like an HTTP method; only a full request
+  // line (" HTTP/1.x" at its end) may make the sniffer choose HTTP.
+  test('a client-first text protocol whose first word looks like a method is still a stream', async (t) => {
+    if (!requireNetns(t, tools)) return;
+    const r = await client.exec([node, app, 'tcp', '10.96.0.30', '5000', 'PING 42'], {
+      uid: APP_UID,
+      timeoutMs: 15_000,
+    });
+    assert.equal(r.stdout.trim(), 'PONG server PING 42');
+  });
 
   test('a request straight to the egress listener is refused, not looped', async (t) => {
     if (!requireNetns(t, tools)) return;
@@ -251,3 +267,97 @@ describe('transparent mode end to end: app -> egress sidecar -> ingress sidecar 
     assert.ok(web >= 1, `egress 200s attributed to demo/web: ${web}`);
   });
 });
+
+// The same pods, but each sidecar discovers the Service from a REAL kube-apiserver with its own
+// service-account token (in-cluster mode: KUBERNETES_SERVICE_HOST/PORT and a kubelet-style token
+// directory), reached inside the namespaces through a Unix-socket bridge. Then the API server is
+// stopped and the ClusterIP keeps working from last-known-good data.
+describe('transparent mode end to end with the real API server', { concurrency: 1 }, () => {
+  const API_PORT_IN_POD = 6443;
+  let cluster: TestCluster | undefined;
+  let pods: Pods | undefined;
+  const bridges: Bridge[] = [];
+  let clusterIP = '';
+
+  after(async () => {
+    for (const b of bridges) await b.close();
+    await pods?.remove();
+    await cluster?.stop();
+  });
+
+  test('a ClusterIP from the API server is routed through both sidecars, also while the API server is down', async (t) => {
+    if (!requireNetns(t, tools)) return;
+    cluster = await startCluster(t);
+    if (!cluster) return;
+    const c = cluster;
+    const ns = await c.admin.createNamespace('transparent');
+    const svc = await c.admin.apply<{ spec: { clusterIP: string } }>({
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'web', namespace: ns },
+      spec: { ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: 8080 }] },
+    });
+    clusterIP = svc.spec.clusterIP;
+    await c.admin.apply({
+      apiVersion: 'discovery.k8s.io/v1',
+      kind: 'EndpointSlice',
+      metadata: { name: 'web-a', namespace: ns, labels: { 'kubernetes.io/service-name': 'web' } },
+      addressType: 'IPv4',
+      endpoints: [{ addresses: [SERVER4], conditions: { ready: true } }],
+      ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+    });
+    await c.admin.createServiceAccount(ns, 'app');
+    await c.admin.bindSidecarRole(ns, 'app');
+    const token = await c.admin.mintToken(ns, 'app');
+    const api = new URL(c.server);
+
+    pods = await startPods(
+      (dir) => {
+        const tokenDir = path.join(dir, 'serviceaccount');
+        writeTokenDir(tokenDir, { token, caPem: c.caPem, namespace: ns });
+        chownTree(tokenDir, PROXY_UID); // kubelet's fsGroup: the token is the sidecar's to read
+        return ['--token-dir', tokenDir];
+      },
+      {
+        env: { KUBERNETES_SERVICE_HOST: '127.0.0.1', KUBERNETES_SERVICE_PORT: String(API_PORT_IN_POD) },
+        prepare: async ({ client, server }) => {
+          for (const pod of [client, server])
+            bridges.push(
+              await bridgeIntoNetns(pod, { host: api.hostname, port: Number(api.port) }, API_PORT_IN_POD),
+            );
+        },
+      },
+    );
+    const { client } = pods;
+
+    // The first request may wait for the sidecar's first sync of the Service (bounded retries).
+    let first: Reply | undefined;
+    for (let i = 0; i < 20 && first?.status !== 200; i++) {
+      if (i > 0) await new Promise((r) => setTimeout(r, 250));
+      first = await get(client, `http://${clusterIP}/first`);
+    }
+    assert.equal(first?.status, 200, JSON.stringify(first));
+    assert.equal((JSON.parse(first.body) as { pod: string }).pod, 'server');
+
+    await c.apiserverStop();
+    for (let i = 0; i < 5; i++) {
+      const r = await get(client, `http://${clusterIP}/outage-${i}`);
+      assert.equal(r.status, 200, `during the outage: ${JSON.stringify(r)}`);
+      assert.equal((JSON.parse(r.body) as { url: string }).url, `/outage-${i}`);
+    }
+    const m = await metrics(client);
+    assert.ok(
+      requestCount(m, { direction: 'egress', service: `${ns}/web`, status: '200' }) >= 6,
+      'every request was routed as the Service, not passed through',
+    );
+  });
+});
+
+function chownTree(dir: string, uid: number): void {
+  chownSync(dir, uid, uid);
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, entry.name);
+    if (entry.isDirectory() && !entry.isSymbolicLink()) chownTree(p, uid);
+    else lchownSync(p, uid, uid);
+  }
+}
