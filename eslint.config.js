@@ -63,7 +63,7 @@ const directionRules = folders.map((folder) => {
 });
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'dist/', 'coverage/'] },
+  { ignores: ['node_modules/', 'dist/', 'coverage/', '.outrigger/'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
