@@ -168,6 +168,13 @@ export async function removeNetns(ns: Netns | string): Promise<void> {
 process.once('exit', () => {
   for (const name of [...live.keys()]) removeSync(name);
 });
+// A signal (the test runner's timeout sends SIGTERM) would skip 'exit' hooks; exit properly instead.
+for (const [sig, n] of [
+  ['SIGINT', 2],
+  ['SIGTERM', 15],
+  ['SIGHUP', 1],
+] as const)
+  process.once(sig, () => process.exit(128 + n));
 
 /** Removes namespaces left by earlier runs of this harness whose process is dead. */
 function reapStale(): void {
