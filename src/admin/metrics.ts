@@ -29,6 +29,10 @@ export class Metrics {
   readonly #ejections: Counter<'service'>;
   readonly #retries: Counter<'direction' | 'service' | 'reason'>;
   readonly #extraGauges = new Map<string, Gauge>();
+  readonly #requestChildren = new Map<
+    string,
+    { count: { inc(): void }; latency: { observe(v: number): void } }
+  >();
   #sources: MetricsSources = {};
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
@@ -98,8 +102,19 @@ export class Metrics {
   }
 
   request(direction: string, service: string, status: number, error: string, seconds: number): void {
-    this.#requests.inc({ direction, service, status: String(status), error });
-    this.#latency.observe({ direction, service }, seconds);
+    // Label children are cached: prom-client hashes the label object on every call otherwise.
+    const k = `${direction}\u0000${service}\u0000${status}\u0000${error}`;
+    let c = this.#requestChildren.get(k);
+    if (!c) {
+      if (this.#requestChildren.size > 10_000) this.#requestChildren.clear();
+      c = {
+        count: this.#requests.labels({ direction, service, status: String(status), error }),
+        latency: this.#latency.labels({ direction, service }),
+      };
+      this.#requestChildren.set(k, c);
+    }
+    c.count.inc();
+    c.latency.observe(seconds);
   }
 
   /** A request refused by the listener limits before routing: counted, with no latency sample. */

@@ -5,7 +5,7 @@ import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
  * every header named by Connection are dropped; an Upgrade handshake keeps Upgrade and
  * Connection: upgrade, which the tunnel needs.
  */
-const HOP_BY_HOP = [
+const HOP_BY_HOP: ReadonlySet<string> = new Set([
   'connection',
   'keep-alive',
   'proxy-connection',
@@ -15,7 +15,7 @@ const HOP_BY_HOP = [
   'trailer',
   'proxy-authenticate',
   'proxy-authorization',
-];
+]);
 
 function connectionTokens(headers: IncomingHttpHeaders): string[] {
   const raw = headers.connection;
@@ -27,9 +27,13 @@ function connectionTokens(headers: IncomingHttpHeaders): string[] {
 }
 
 export function stripHopByHop(headers: IncomingHttpHeaders, keepUpgrade = false): OutgoingHttpHeaders {
-  const drop = new Set([...HOP_BY_HOP, ...connectionTokens(headers)]);
+  // Per request on the hot path: the static set, plus the Connection tokens only when there are any.
+  const named = connectionTokens(headers);
   const out: OutgoingHttpHeaders = {};
-  for (const [k, v] of Object.entries(headers)) if (v !== undefined && !drop.has(k)) out[k] = v;
+  for (const k in headers) {
+    const v = headers[k];
+    if (v !== undefined && !HOP_BY_HOP.has(k) && (named.length === 0 || !named.includes(k))) out[k] = v;
+  }
   if (keepUpgrade && headers.upgrade) {
     out.connection = 'upgrade';
     out.upgrade = headers.upgrade;

@@ -87,3 +87,12 @@ test('slow body: a request whose body never completes is cut off', async () => {
   );
   assert.ok(!reply.endsWith('<<timeout>>'), 'the connection was closed by the proxy');
 });
+
+test('a header named __proto__ (CVE-2026-21710 shape) is just a header', async () => {
+  const reply = await raw(
+    proxy.egress,
+    'GET /p HTTP/1.1\r\nHost: web.prod\r\n__proto__: {"x":1}\r\nConnection: close\r\n\r\n',
+  );
+  assert.match(reply, /^HTTP\/1\.1 200 /);
+  assert.equal((await send(proxy.egress, { headers: { host: 'web.prod' } })).status, 200);
+});
