@@ -47,6 +47,8 @@ const collector = await startCollector();
 process.stdout.write(`collector: ${collector.kind} at ${collector.url}\n`);
 
 interface Sample {
+  /** Sidecar CPU time (user + system, export included) per request, in microseconds. */
+  cpuPerRequest: number;
   rps: number;
   p50: number;
   p99: number;
@@ -60,7 +62,7 @@ try {
       const s = await measure(mode);
       samples.get(mode)?.push(s);
       process.stdout.write(
-        `round ${round + 1} ${mode.padEnd(8)} ${s.rps.toFixed(0).padStart(7)} req/s  p50 ${s.p50.toFixed(2)} ms  p99 ${s.p99.toFixed(2)} ms  spans exported ${s.exported} dropped ${s.dropped}\n`,
+        `round ${round + 1} ${mode.padEnd(8)} ${s.rps.toFixed(0).padStart(7)} req/s  p50 ${s.p50.toFixed(2)} ms  p99 ${s.p99.toFixed(2)} ms  cpu ${s.cpuPerRequest.toFixed(1)} µs/req  spans exported ${s.exported} dropped ${s.dropped}\n`,
       );
     }
   }
@@ -97,22 +99,23 @@ endpoints:
 
 function report(): void {
   const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
-  const base = samples.get('disabled') ?? [];
-  const baseRps = median(base.map((s) => s.rps));
-  const baseP99 = median(base.map((s) => s.p99));
+  const med = (mode: string, f: (s: Sample) => number): number => median((samples.get(mode) ?? []).map(f));
+  const baseRps = med('disabled', (s) => s.rps);
+  const baseP99 = med('disabled', (s) => s.p99);
+  const baseCpu = med('disabled', (s) => s.cpuPerRequest);
   process.stdout.write(
-    `\nmedian of ${rounds} rounds, ${duration} s each, ${connections} connections, wrk 1 thread\n` +
-      '| tracing | req/s | p99 ms | throughput vs disabled | p99 vs disabled | spans dropped |\n' +
-      '|---|---|---|---|---|---|\n',
+    `\nmedian of ${rounds} rounds, ${duration} s each, ${connections} connections, wrk 1 thread, load average ${os.loadavg()[0]?.toFixed(1)} on ${os.cpus().length} CPUs\n` +
+      '| tracing | req/s | p99 ms | sidecar CPU µs/req | throughput vs disabled | p99 vs disabled | CPU/req vs disabled | spans dropped |\n' +
+      '|---|---|---|---|---|---|---|---|\n',
   );
   for (const mode of modes) {
-    const ss = samples.get(mode) ?? [];
-    const rps = median(ss.map((s) => s.rps));
-    const p99 = median(ss.map((s) => s.p99));
+    const rps = med(mode, (s) => s.rps);
+    const p99 = med(mode, (s) => s.p99);
+    const cpu = med(mode, (s) => s.cpuPerRequest);
     const label = mode === 'disabled' ? 'disabled' : `sampling ${mode}`;
-    const dropped = ss.reduce((a, s) => a + s.dropped, 0);
+    const dropped = (samples.get(mode) ?? []).reduce((a, s) => a + s.dropped, 0);
     process.stdout.write(
-      `| ${label} | ${rps.toFixed(0)} | ${p99.toFixed(2)} | ${(rps / baseRps).toFixed(3)} | ${(p99 / baseP99).toFixed(3)} | ${dropped} |\n`,
+      `| ${label} | ${rps.toFixed(0)} | ${p99.toFixed(2)} | ${cpu.toFixed(1)} | ${(rps / baseRps).toFixed(3)} | ${(p99 / baseP99).toFixed(3)} | ${(cpu / baseCpu).toFixed(3)} | ${dropped} |\n`,
     );
   }
 }
@@ -133,24 +136,39 @@ async function measure(mode: string): Promise<Sample> {
   const { port } = JSON.parse(String(first.value)) as { port: number };
   const url = `http://127.0.0.1:${port}/bench`;
   await wrk(url, 1); // warm-up: JIT, keep-alive sockets
+  child.kill('SIGUSR2');
   const result = await wrk(url, duration);
   const stats = await stopChild(child, lines);
-  return { ...result, dropped: stats.dropped, exported: stats.exported };
+  return {
+    rps: result.rps,
+    p50: result.p50,
+    p99: result.p99,
+    cpuPerRequest: stats.cpuMicros / result.requests,
+    dropped: stats.dropped,
+    exported: stats.exported,
+  };
 }
 
 async function stopChild(
   child: ChildProcess,
   lines: AsyncIterator<string>,
-): Promise<{ dropped: number; exported: number }> {
+): Promise<{ dropped: number; exported: number; cpuMicros: number }> {
   child.kill('SIGTERM');
   const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
   const next = await lines.next();
   clearTimeout(timer);
-  if (next.done) return { dropped: NaN, exported: NaN };
-  return (JSON.parse(String(next.value)) as { stats: { dropped: number; exported: number } }).stats;
+  if (next.done) return { dropped: NaN, exported: NaN, cpuMicros: NaN };
+  const out = JSON.parse(String(next.value)) as {
+    stats: { dropped: number; exported: number };
+    cpuMicros: number;
+  };
+  return { ...out.stats, cpuMicros: out.cpuMicros };
 }
 
-function wrk(url: string, seconds: number): Promise<{ rps: number; p50: number; p99: number }> {
+function wrk(
+  url: string,
+  seconds: number,
+): Promise<{ rps: number; p50: number; p99: number; requests: number }> {
   return new Promise((resolve, reject) => {
     const args = ['-t1', `-c${connections}`, `-d${seconds}s`, '--latency', '-H', 'Host: backend.bench', url];
     const p = spawn('wrk', args, {
@@ -161,12 +179,14 @@ function wrk(url: string, seconds: number): Promise<{ rps: number; p50: number; 
     p.once('error', reject);
     p.once('exit', (code) => {
       const rps = /Requests\/sec:\s+([\d.]+)/.exec(out)?.[1];
+      const requests = /(\d+) requests in/.exec(out)?.[1];
       const p50 = /\s50%\s+([\d.]+)(us|ms|s)/.exec(out);
       const p99 = /\s99%\s+([\d.]+)(us|ms|s)/.exec(out);
       const errors = /Non-2xx or 3xx responses: (\d+)|Socket errors: (.*)/.exec(out);
-      if (code !== 0 || !rps || !p50 || !p99) return reject(new Error(`wrk failed (${code}):\n${out}`));
+      if (code !== 0 || !rps || !p50 || !p99 || !requests)
+        return reject(new Error(`wrk failed (${code}):\n${out}`));
       if (errors) return reject(new Error(`wrk saw failed requests:\n${out}`));
-      resolve({ rps: Number(rps), p50: ms(p50), p99: ms(p99) });
+      resolve({ rps: Number(rps), p50: ms(p50), p99: ms(p99), requests: Number(requests) });
     });
   });
 }

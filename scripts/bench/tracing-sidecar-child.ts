@@ -1,8 +1,9 @@
 // One sidecar process for scripts/bench/tracing-overhead.ts: the real data path (createDataPath,
 // explicit capture, file source) with tracing per the mode, in its own process so the load
 // generator and the backend do not share its event loop.
-// argv: <mode: disabled|RATIO> <servicesFile> <otlpEndpoint>. Prints {"port":N} once ready, then on
-// SIGTERM flushes and prints the span stats as one JSON line.
+// argv: <mode: disabled|RATIO> <servicesFile> <otlpEndpoint>. Prints {"port":N} once ready. SIGUSR2
+// marks the start of the measured run; SIGTERM flushes and prints the span stats and the CPU time
+// used since the mark (the OTLP export included) as one JSON line.
 import { createDataPath } from '../../src/app.ts';
 import { loadConfig } from '../../src/config/load.ts';
 import { createFileResolver } from '../../src/discovery/file-source.ts';
@@ -33,12 +34,17 @@ const sidecar = createDataPath(config, {
 });
 await sidecar.start();
 process.stdout.write(JSON.stringify({ port: sidecar.ports().egress }) + '\n');
+let mark = process.cpuUsage();
+process.on('SIGUSR2', () => void (mark = process.cpuUsage()));
 process.once('SIGTERM', () => {
   void (async () => {
+    await tracing.flush();
+    const used = process.cpuUsage(mark);
     await sidecar.close();
     await resolver.close();
     await tracing.shutdown();
-    process.stdout.write(JSON.stringify({ stats: tracing.stats() }) + '\n');
+    const cpuMicros = used.user + used.system;
+    process.stdout.write(JSON.stringify({ stats: tracing.stats(), cpuMicros }) + '\n');
     process.exit(0);
   })();
 });
