@@ -78,6 +78,7 @@ describe('data path e2e (explicit capture, real API server)', { concurrency: 1 }
     await c.apiserverStart();
     const summary = await traffic;
 
+    t.diagnostic(`outage: ${summary.total} requests, ${summary.failed} failed`);
     assert.equal(summary.failed, 0, describeFailures(summary));
     assert.ok(summary.total >= 700, `steady traffic: ${summary.total} requests`);
     assert.equal(readyDuringOutage, true, 'readiness stays latched through the outage');
@@ -111,6 +112,7 @@ describe('data path e2e (explicit capture, real API server)', { concurrency: 1 }
     const summary = await pod.load(50, 10_000, urls);
     await c.apiserverStart();
 
+    t.diagnostic(`restart from snapshot: ${summary.total} requests, ${summary.failed} failed`);
     assert.equal(summary.failed, 0, describeFailures(summary) + '\n' + second.output().slice(-2_000));
     assert.ok(summary.total >= 150);
     for (const url of urls) assert.ok(summary.servedBy[url], `${url} served`);
@@ -149,6 +151,9 @@ describe('data path e2e (explicit capture, real API server)', { concurrency: 1 }
     await c.admin.patch('EndpointSlice', 'web-1', ns, { endpoints: fresh.map((a) => ep(a, true)) });
     const summary = await traffic;
 
+    t.diagnostic(
+      `rolling: ${summary.total} requests, ${summary.failed} failed, served ${JSON.stringify(summary.servedBy[url])}`,
+    );
     assert.equal(summary.failed, 0, describeFailures(summary));
     const served = summary.servedBy[url] ?? {};
     for (const a of [...old, ...fresh])
@@ -205,6 +210,7 @@ describe('data path e2e (explicit capture, real API server)', { concurrency: 1 }
     await waitFor('client sidecar ready', async () => (await readyz(client)) === 200, 30_000);
     const url = `http://remote.${ns}/`;
     const summary = await client.load(50, 3_000, [url]);
+    t.diagnostic(`two hops: ${summary.total} requests, ${summary.failed} failed`);
     assert.equal(summary.failed, 0, describeFailures(summary));
     assert.deepEqual(Object.keys(summary.servedBy[url] ?? {}), ['127.0.0.1'], 'the server pod app answered');
     const probe = `fetch('http://127.0.0.1:7402/metrics').then(r => r.text()).then(t => process.stdout.write(t))`;
