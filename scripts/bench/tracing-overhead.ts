@@ -17,6 +17,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { jaegerBinary, startJaeger } from '../../test/harness/jaeger.ts';
+import { serviceYaml } from '../../test/harness/tracing-relay.ts';
 
 const { values } = parseArgs({
   options: {
@@ -41,7 +42,7 @@ await new Promise<void>((r) => backend.listen(0, '127.0.0.1', r));
 const backendPort = (backend.address() as AddressInfo).port;
 const dir = mkdtempSync(path.join(os.tmpdir(), 'outrigger-bench-tracing-'));
 const servicesFile = path.join(dir, 'services.yaml');
-writeFileSync(servicesFile, services(backendPort));
+writeFileSync(servicesFile, serviceYaml('backend', 'bench', backendPort, '10.96.0.90'));
 
 const collector = await startCollector();
 process.stdout.write(`collector: ${collector.kind} at ${collector.url}\n`);
@@ -72,29 +73,6 @@ try {
   backend.close();
   await collector.stop();
   rmSync(dir, { recursive: true, force: true });
-}
-
-function services(port: number): string {
-  return `apiVersion: v1
-kind: Service
-metadata: { name: backend, namespace: bench }
-spec:
-  type: ClusterIP
-  clusterIP: 10.96.0.90
-  ports: [{ name: http, port: 80, targetPort: http, protocol: TCP }]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: backend-1
-  namespace: bench
-  labels: { kubernetes.io/service-name: backend }
-addressType: IPv4
-ports: [{ name: http, port: ${port}, protocol: TCP }]
-endpoints:
-  - addresses: ["127.0.0.1"]
-    conditions: { ready: true, serving: true, terminating: false }
-`;
 }
 
 function report(): void {

@@ -50,6 +50,17 @@ export async function startRelay(opts: RelayOptions): Promise<Relay> {
     });
     req.pipe(up);
   });
+  const relay = await listen(server);
+  return {
+    port: relay.port,
+    close: async () => {
+      await relay.close();
+      if (!opts.agent) agent.destroy();
+    },
+  };
+}
+
+async function listen(server: http.Server): Promise<Relay> {
   server.keepAliveTimeout = 30_000;
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return {
@@ -58,9 +69,32 @@ export async function startRelay(opts: RelayOptions): Promise<Relay> {
       new Promise<void>((r) => {
         server.closeAllConnections();
         server.close(() => r());
-        if (!opts.agent) agent.destroy();
       }),
   };
+}
+
+/** A Service with one loopback endpoint, as file-source YAML (no API server: loopback is fine). */
+export function serviceYaml(name: string, namespace: string, port: number, clusterIP: string): string {
+  return `apiVersion: v1
+kind: Service
+metadata: { name: ${name}, namespace: ${namespace} }
+spec:
+  type: ClusterIP
+  clusterIP: ${clusterIP}
+  ports: [{ name: http, port: 80, targetPort: http, protocol: TCP }]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: ${name}-1
+  namespace: ${namespace}
+  labels: { kubernetes.io/service-name: ${name} }
+addressType: IPv4
+ports: [{ name: http, port: ${port}, protocol: TCP }]
+endpoints:
+  - addresses: ["127.0.0.1"]
+    conditions: { ready: true, serving: true, terminating: false }
+`;
 }
 
 /** A backend that answers 200 with the trace headers it received, as JSON. */
@@ -75,14 +109,5 @@ export async function startEchoBackend(): Promise<Relay> {
     res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
     res.end(body);
   });
-  server.keepAliveTimeout = 30_000;
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    port: (server.address() as AddressInfo).port,
-    close: () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  };
+  return listen(server);
 }

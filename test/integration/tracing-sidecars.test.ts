@@ -16,7 +16,7 @@ import { memoryLogger } from '../../src/shared/log.ts';
 import { createTracing, type Tracing } from '../../src/tracing/index.ts';
 import type { Format } from '../../src/tracing/propagation.ts';
 import { startJaeger, type Jaeger, type JaegerSpan } from '../harness/jaeger.ts';
-import { startEchoBackend } from '../harness/tracing-relay.ts';
+import { serviceYaml, startEchoBackend } from '../harness/tracing-relay.ts';
 
 const APP_SPAN = '00f067aa0ba902b7';
 
@@ -35,29 +35,6 @@ function headersFor(format: Format, traceId: string): Record<string, string> {
 
 const randomTraceId = (): string =>
   Array.from({ length: 32 }, () => '0123456789abcdef'[Math.floor(Math.random() * 16)]).join('');
-
-function services(catalogIngressPort: number): string {
-  return `apiVersion: v1
-kind: Service
-metadata: { name: catalog, namespace: shop }
-spec:
-  type: ClusterIP
-  clusterIP: 10.96.0.77
-  ports: [{ name: http, port: 8080, targetPort: http, protocol: TCP }]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: catalog-1
-  namespace: shop
-  labels: { kubernetes.io/service-name: catalog }
-addressType: IPv4
-ports: [{ name: http, port: ${catalogIngressPort}, protocol: TCP }]
-endpoints:
-  - addresses: ["127.0.0.1"]
-    conditions: { ready: true, serving: true, terminating: false }
-`;
-}
 
 interface Mesh {
   web: Tracing;
@@ -95,7 +72,7 @@ async function mesh(jaeger: Jaeger, sampling: number): Promise<Mesh> {
     { resolver: idle, namespace: 'shop', log: memoryLogger('error'), observer: catalog.observer, hosts },
   );
   await catalogProxy.start();
-  writeFileSync(sourceFile, services(catalogProxy.ports().ingress));
+  writeFileSync(sourceFile, serviceYaml('catalog', 'shop', catalogProxy.ports().ingress, '10.96.0.77'));
   const resolver = createFileResolver({
     path: sourceFile,
     clock: systemClock,
@@ -123,7 +100,7 @@ async function mesh(jaeger: Jaeger, sampling: number): Promise<Mesh> {
           {
             host: '127.0.0.1',
             port: webProxy.ports().egress,
-            path: `http://catalog.shop:8080${pathname}`,
+            path: `http://catalog.shop${pathname}`,
             headers,
             agent,
           },
@@ -183,7 +160,6 @@ test('app -> egress sidecar -> ingress sidecar -> backend: one trace per request
       assert.equal(server.tags['http.response.status_code'], 200);
       assert.equal(client.tags['url.path'], '/items/7');
       assert.equal(client.tags['server.address'], 'catalog.shop');
-      assert.equal(client.tags['server.port'], 8080);
       assert.equal(client.tags['outrigger.service'], 'shop/catalog');
       // The proxy marks stale routes only; a fresh route carries no stale attribute.
       assert.notEqual(client.tags['outrigger.discovery.stale'], true);
@@ -202,6 +178,18 @@ test('app -> egress sidecar -> ingress sidecar -> backend: one trace per request
       assert.ok(Object.values(seenByBackend).join(' ').includes(server.spanId));
     });
   }
+
+  await t.test('no incoming context: the egress starts a W3C trace when sampled', async () => {
+    m.web.setSampling(1);
+    const res = await m.get('/new');
+    const seen = JSON.parse(res.body) as Record<string, string>;
+    assert.deepEqual(Object.keys(seen), ['traceparent']);
+    const traceId = String(seen.traceparent).split('-')[1] ?? '';
+    await Promise.all([m.web.flush(), m.catalog.flush()]);
+    const spans = await jaeger.waitForTrace(traceId, 2);
+    assert.equal(byService(spans, 'web').parentSpanId, undefined, 'a root span');
+    assert.equal(byService(spans, 'catalog').parentSpanId, byService(spans, 'web').spanId);
+  });
 });
 
 test('a route served from stale discovery data is marked on the span', async (t) => {
@@ -220,7 +208,7 @@ test('a route served from stale discovery data is marked on the span', async (t)
   assert.equal(byService(spans, 'web').tags['outrigger.discovery.stale'], true);
 });
 
-test('Jaeger stopped mid-traffic through the sidecars: zero failed requests, dropped spans counted', async (t) => {
+test('Jaeger stopped mid-traffic: zero failed requests, dropped spans counted, export resumes', async (t) => {
   const jaeger = await startJaeger(t);
   if (!jaeger) return;
   const m = await mesh(jaeger, 1);
@@ -245,7 +233,14 @@ test('Jaeger stopped mid-traffic through the sidecars: zero failed requests, dro
     await new Promise((r) => setTimeout(r, 150));
   }
   await Promise.all([m.web.flush(), m.catalog.flush()]);
-  assert.deepEqual([...statuses.entries()], [[200, 200]], 'every request succeeded');
+  assert.deepEqual([...statuses.entries()], [[200, 200]], 'every request during the outage succeeded');
   assert.ok(m.web.stats().dropped >= 150, JSON.stringify(m.web.stats()));
   assert.ok(m.catalog.stats().dropped >= 150, JSON.stringify(m.catalog.stats()));
+
+  // Jaeger back: export resumes by itself.
+  const exportedBefore = m.web.stats().exported;
+  await jaeger.start();
+  await send(20);
+  await Promise.all([m.web.flush(), m.catalog.flush()]);
+  assert.ok(m.web.stats().exported >= exportedBefore + 20, JSON.stringify(m.web.stats()));
 });
