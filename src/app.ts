@@ -322,7 +322,13 @@ export async function runProxy(
       };
     },
   });
-  await dataPath.start();
+  try {
+    await dataPath.start();
+  } catch (e) {
+    // A port in use must not leave discovery's watches and timers holding the process open.
+    await Promise.allSettled([dataPath.close(), tracing.shutdown(), discovery.close()]);
+    throw e;
+  }
   log.info('outrigger proxy started', {
     ...dataPath.ports(),
     capture: config.capture,
@@ -336,7 +342,11 @@ export async function runProxy(
   await new Promise<void>((resolve) => {
     let stopping = false;
     const stop = (signal: string): void => {
-      if (stopping) return;
+      if (stopping) {
+        // A second signal (an impatient Ctrl-C) ends the drain.
+        log.warn('second signal: exiting without finishing the drain', { signal });
+        process.exit(1);
+      }
       stopping = true;
       log.info('shutting down', { signal, drainSeconds: config.drainSeconds });
       watcher?.close();
@@ -345,8 +355,8 @@ export async function runProxy(
         .then(() => Promise.allSettled([tracing.shutdown(), discovery.close(), dataPath.close()]))
         .finally(resolve);
     };
-    process.once('SIGTERM', () => stop('SIGTERM'));
-    process.once('SIGINT', () => stop('SIGINT'));
+    process.on('SIGTERM', () => stop('SIGTERM'));
+    process.on('SIGINT', () => stop('SIGINT'));
   });
 }
 
