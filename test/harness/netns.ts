@@ -111,11 +111,22 @@ function run(cmd: string, args: string[], opts: ExecOptions = {}): Promise<ExecR
   });
 }
 
+// The UID must change (iptables owner rules match on it), but the checkout may sit in a 0700
+// directory (CI clones into mktemp -d): keep CAP_DAC_READ_SEARCH as an ambient capability so the
+// process can still read the sources it runs.
 function wrap(name: string, argv: string[], as: RunAs): string[] {
   const drop =
     as.uid === undefined
       ? []
-      : ['setpriv', `--reuid=${as.uid}`, `--regid=${as.gid ?? as.uid}`, '--clear-groups', '--'];
+      : [
+          'setpriv',
+          `--reuid=${as.uid}`,
+          `--regid=${as.gid ?? as.uid}`,
+          '--clear-groups',
+          '--inh-caps=+dac_read_search',
+          '--ambient-caps=+dac_read_search',
+          '--',
+        ];
   return ['netns', 'exec', name, ...drop, ...argv];
 }
 
