@@ -9,7 +9,7 @@ import type { Destination, OriginalDestination } from './capture-port.ts';
 import { decide, type Decision, type EgressPolicy } from './egress-plan.ts';
 import type { Forwarder } from './forward.ts';
 import { upstreamRequestHeaders } from './headers.ts';
-import { endOnce, type Hop, type HopObserver } from './observer.ts';
+import { endOnce, startRequestHop, type Hop, type HopObserver } from './observer.ts';
 import { sendError, statusOf, writeSocketError, type ProxyErrorCode } from './status.ts';
 import { openUpstream, splice } from './tunnel.ts';
 
@@ -85,36 +85,13 @@ export class EgressHandler {
   }
 
   #startHop(req: IncomingMessage, protocol: 'http' | 'tcp'): Hop {
-    return endOnce(
-      this.#o.observer.startHop({
-        direction: 'egress',
-        method: req.method ?? '',
-        target: req.url ?? '',
-        authority: req.headers.host ?? '',
-        headers: req.headers,
-        ...(req.socket.remoteAddress ? { peerAddress: req.socket.remoteAddress } : {}),
-        protocol,
-      }),
-    );
+    return startRequestHop(this.#o.observer, 'egress', req, protocol);
   }
 
   async #handle(req: IncomingMessage, res: ServerResponse, hop: Hop): Promise<void> {
-    const target = this.#target(req);
-    if ('error' in target) {
-      const status = sendError(res, 'bad_request', target.error);
-      hop.end({ status, errorCode: 'bad_request', errorMessage: target.error });
-      return;
-    }
-    const decision = await decide(
-      this.#o.policy,
-      target.dest,
-      target.original,
-      req.socket.remoteAddress ?? '',
-    );
-    this.#annotate(hop, decision);
+    const decision = await this.#route(req, hop);
     if (decision.kind === 'error') {
       const status = sendError(res, decision.code, decision.detail);
-      this.#logRefusal(decision);
       hop.end({ status, errorCode: decision.code, errorMessage: decision.detail });
       return;
     }
@@ -130,15 +107,7 @@ export class EgressHandler {
   }
 
   async #upgrade(req: IncomingMessage, socket: Socket, head: Buffer, hop: Hop): Promise<void> {
-    const target = this.#target(req);
-    if ('error' in target) return this.#socketFail(socket, hop, 'bad_request', target.error);
-    const decision = await decide(
-      this.#o.policy,
-      target.dest,
-      target.original,
-      req.socket.remoteAddress ?? '',
-    );
-    this.#annotate(hop, decision);
+    const decision = await this.#route(req, hop);
     if (decision.kind === 'error') return this.#socketFail(socket, hop, decision.code, decision.detail);
     const up = decision.next(new Set());
     if (!up) return this.#socketFail(socket, hop, 'upstream_failed', 'no endpoint');
@@ -217,6 +186,21 @@ export class EgressHandler {
     if (head.length > 0) open.upstream.write(head);
     await splice(socket, open.upstream, this.#o.idleTimeoutMs);
     hop.end({ status: http ? 200 : 0 });
+  }
+
+  /** Destination of an HTTP request, then the decision; a malformed target is a bad_request decision. */
+  async #route(req: IncomingMessage, hop: Hop): Promise<Decision> {
+    const target = this.#target(req);
+    if ('error' in target) return { kind: 'error', code: 'bad_request', detail: target.error };
+    const decision = await decide(
+      this.#o.policy,
+      target.dest,
+      target.original,
+      req.socket.remoteAddress ?? '',
+    );
+    this.#annotate(hop, decision);
+    if (decision.kind === 'error') this.#logRefusal(decision);
+    return decision;
   }
 
   #target(req: IncomingMessage): Target {

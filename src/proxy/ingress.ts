@@ -6,7 +6,7 @@ import type { Logger } from '../shared/log.ts';
 import type { Destination, OriginalDestination } from './capture-port.ts';
 import type { ForwardPlan, Forwarder, Upstream } from './forward.ts';
 import { upstreamRequestHeaders } from './headers.ts';
-import { endOnce, type Hop, type HopObserver } from './observer.ts';
+import { endOnce, startRequestHop, type Hop, type HopObserver } from './observer.ts';
 import { sendError, statusOf, writeSocketError, type ProxyErrorCode } from './status.ts';
 import { openUpstream, splice } from './tunnel.ts';
 
@@ -112,17 +112,7 @@ export class IngressHandler {
   }
 
   #startHop(req: IncomingMessage, protocol: 'http' | 'tcp'): Hop {
-    return endOnce(
-      this.#o.observer.startHop({
-        direction: 'ingress',
-        method: req.method ?? '',
-        target: req.url ?? '',
-        authority: req.headers.host ?? '',
-        headers: req.headers,
-        ...(req.socket.remoteAddress ? { peerAddress: req.socket.remoteAddress } : {}),
-        protocol,
-      }),
-    );
+    return startRequestHop(this.#o.observer, 'ingress', req, protocol);
   }
 
   #appPort(socket: Socket): number | undefined {

@@ -4,7 +4,7 @@
  * combineObservers(). The proxy calls it on every request, so implementations must be cheap and
  * must never throw (a collector that is down costs spans, never requests).
  */
-import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 
 export type Direction = 'ingress' | 'egress';
 
@@ -110,4 +110,24 @@ export function endOnce(hop: Hop): Hop {
       hop.end(r);
     },
   };
+}
+
+/** A hop for an HTTP request (or an upgrade or CONNECT on it), with end() made idempotent. */
+export function startRequestHop(
+  observer: HopObserver,
+  direction: Direction,
+  req: IncomingMessage,
+  protocol: 'http' | 'tcp',
+): Hop {
+  return endOnce(
+    observer.startHop({
+      direction,
+      method: req.method ?? '',
+      target: req.url ?? '',
+      authority: req.headers.host ?? '',
+      headers: req.headers,
+      ...(req.socket.remoteAddress ? { peerAddress: req.socket.remoteAddress } : {}),
+      protocol,
+    }),
+  );
 }

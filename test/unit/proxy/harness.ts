@@ -163,3 +163,40 @@ export async function metric(proxy: Proxy, name: string, labels: Record<string, 
   }
   return 0;
 }
+
+/** Writes data on a fresh connection and collects the reply until `done` holds (bounded). */
+export function tcpExchange(
+  port: number,
+  data: string,
+  done: (got: string) => boolean,
+  timeoutMs = 5_000,
+): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const s = connect({ host: '127.0.0.1', port });
+    let got = '';
+    const t = setTimeout(() => {
+      s.destroy();
+      reject(new Error(`timeout: ${JSON.stringify(got)}`));
+    }, timeoutMs);
+    s.setEncoding('latin1');
+    s.on('data', (d: string) => {
+      got += d;
+      if (done(got)) {
+        clearTimeout(t);
+        s.destroy();
+        resolve(got);
+      }
+    });
+    s.on('error', reject);
+    s.write(data, 'latin1');
+  });
+}
+
+/** Polls cond every 25 ms until it holds; fails the test after about 7.5 s. */
+export async function eventually(what: string, cond: () => boolean | Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 300; i++) {
+    if (await cond()) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`never: ${what}`);
+}

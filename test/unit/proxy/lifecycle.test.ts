@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { ep, service } from '../routing/fixtures.ts';
-import { send, startBackend, startProxy } from './harness.ts';
+import { eventually, send, startBackend, startProxy } from './harness.ts';
 
 const refuses = (port: number): Promise<boolean> =>
   new Promise((resolve) => {
@@ -14,14 +14,6 @@ const refuses = (port: number): Promise<boolean> =>
     s.once('error', () => resolve(true));
   });
 
-async function eventually(cond: () => Promise<boolean>, what: string): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    if (await cond()) return;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  assert.fail(`never: ${what}`);
-}
-
 test('drain: ingress stops at once, egress serves until the app has gone, readiness drops', async () => {
   const app = await startBackend();
   const upstream = await startBackend();
@@ -30,7 +22,7 @@ test('drain: ingress stops at once, egress serves until the app has gone, readin
   try {
     assert.equal((await send(p.ingress, { headers: { host: 'me' } })).status, 200);
     const drained = p.dp.drain(30_000);
-    await eventually(() => refuses(p.ingress), 'ingress refuses connections');
+    await eventually('ingress refuses connections', () => refuses(p.ingress));
     assert.equal((await send(p.admin, { path: '/readyz' })).status, 503);
     // The app is still running (it may be finishing its own requests): egress keeps working.
     assert.equal((await send(p.egress, { headers: { host: 'web.prod' } })).status, 200);

@@ -4,17 +4,9 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { closedPort, send, startBackend } from './harness.ts';
+import { closedPort, eventually, send, startBackend } from './harness.ts';
 
 const main = new URL('../../../src/main.ts', import.meta.url).pathname;
-
-async function until(what: string, cond: () => boolean | Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 300; i++) {
-    if (await cond()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  assert.fail(`never: ${what}`);
-}
 
 test('outrigger proxy: serves, re-applies live annotations, drains and exits 0 on SIGTERM', async () => {
   const backend = await startBackend();
@@ -64,7 +56,7 @@ endpoints: [{ addresses: ["127.0.0.1"], conditions: { ready: true } }]
   child.stderr.on('data', (d: Buffer) => (logs += d.toString()));
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
   try {
-    await until(
+    await eventually(
       'ready',
       async () => (await send(admin, { path: '/readyz' }).catch(() => ({ status: 0 }))).status === 200,
     );
@@ -74,7 +66,7 @@ endpoints: [{ addresses: ["127.0.0.1"], conditions: { ready: true } }]
       path.join(dir, 'annotations'),
       'outrigger.dev/log-level="info"\noutrigger.dev/trace-sampling="0.5"\n',
     );
-    await until('live options re-applied', () => logs.includes('live options re-applied'));
+    await eventually('live options re-applied', () => logs.includes('live options re-applied'));
     child.kill('SIGTERM');
     assert.equal(await exited, 0);
     assert.match(logs, /shutting down/);

@@ -4,7 +4,15 @@ import { connect, createServer, type AddressInfo, type Server } from 'node:net';
 import type { Destination } from '../../../src/proxy/capture-port.ts';
 import { classify } from '../../../src/proxy/sidecar.ts';
 import { ep, service } from '../routing/fixtures.ts';
-import { closedPort, send, startBackend, startProxy, type Backend, type Proxy } from './harness.ts';
+import {
+  closedPort,
+  send,
+  startBackend,
+  startProxy,
+  tcpExchange,
+  type Backend,
+  type Proxy,
+} from './harness.ts';
 
 /**
  * Transparent-mode routing with the original destination injected (the real getsockopt path is
@@ -83,22 +91,7 @@ test('stale data whose endpoints are all ejected falls back to the original dest
 
 test('a client that speaks first with something other than HTTP is streamed as TCP', async () => {
   original = { address: '127.0.0.1', port: (echo.address() as AddressInfo).port };
-  const out = await new Promise<string>((resolve, reject) => {
-    const s = connect({ host: '127.0.0.1', port: proxy.egress });
-    let got = '';
-    const t = setTimeout(() => reject(new Error(`timeout: ${got}`)), 5_000);
-    s.setEncoding('latin1');
-    s.on('data', (c: string) => {
-      got += c;
-      if (got.includes('\u0000binary')) {
-        clearTimeout(t);
-        s.destroy();
-        resolve(got);
-      }
-    });
-    s.on('error', reject);
-    s.write('\u0000binary');
-  });
+  const out = await tcpExchange(proxy.egress, '\u0000binary', (got) => got.includes('\u0000binary'));
   assert.equal(out, '\u0000binary');
 });
 
@@ -142,21 +135,6 @@ test('sniffing tells HTTP/1 from text and binary protocols by the whole first li
 
 test('a Redis-style inline command is streamed as TCP, not answered 400', async () => {
   original = { address: '127.0.0.1', port: (echo.address() as AddressInfo).port };
-  const out = await new Promise<string>((resolve, reject) => {
-    const s = connect({ host: '127.0.0.1', port: proxy.egress });
-    let got = '';
-    const t = setTimeout(() => reject(new Error(`timeout: ${got}`)), 5_000);
-    s.setEncoding('latin1');
-    s.on('data', (d: string) => {
-      got += d;
-      if (got.includes('\r\n')) {
-        clearTimeout(t);
-        s.destroy();
-        resolve(got);
-      }
-    });
-    s.on('error', reject);
-    s.write('PING 42\r\n');
-  });
+  const out = await tcpExchange(proxy.egress, 'PING 42\r\n', (got) => got.includes('\r\n'));
   assert.equal(out, 'PING 42\r\n');
 });
