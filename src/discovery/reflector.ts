@@ -138,9 +138,7 @@ export class Reflector {
       timeoutSeconds: String(timeoutS),
     };
     const inactivityMs = this.#o.inactivityMs ?? (timeoutS + 30) * 1000;
-    const ac = new AbortController();
-    const onStop = (): void => ac.abort(this.#stop.signal.reason);
-    this.#stop.signal.addEventListener('abort', onStop, { once: true });
+    const { ac, onStop } = this.#linked();
     let timer: Timer | undefined;
     const arm = (): void => {
       timer?.cancel();
@@ -214,11 +212,21 @@ export class Reflector {
     this.#o.sink.failed(reason);
   }
 
+  /**
+   * An AbortController that follows stop(), aborted at once if stop() already happened: a stop
+   * that lands between two steps of the loop must not let the next request run forever.
+   */
+  #linked(): { ac: AbortController; onStop: () => void } {
+    const ac = new AbortController();
+    const onStop = (): void => ac.abort(this.#stop.signal.reason);
+    if (this.#stop.signal.aborted) onStop();
+    else this.#stop.signal.addEventListener('abort', onStop, { once: true });
+    return { ac, onStop };
+  }
+
   /** Sleeps ms, or less if the API recovers meanwhile (then a short random spread). Never throws. */
   async #pause(ms: number, wakeOnRecovery: boolean): Promise<void> {
-    const ac = new AbortController();
-    const onStop = (): void => ac.abort();
-    this.#stop.signal.addEventListener('abort', onStop, { once: true });
+    const { ac, onStop } = this.#linked();
     const waiter = wakeOnRecovery ? this.#o.recovery?.wait() : undefined;
     const spread = (): Promise<void> =>
       this.#o.clock.sleep(Math.floor(this.#o.random() * (this.#o.recoverySpreadMs ?? 1_000)), ac.signal);
@@ -237,9 +245,7 @@ export class Reflector {
   }
 
   async #withTimeout<T>(ms: number, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
-    const ac = new AbortController();
-    const onStop = (): void => ac.abort(this.#stop.signal.reason);
-    this.#stop.signal.addEventListener('abort', onStop, { once: true });
+    const { ac, onStop } = this.#linked();
     const timer = this.#o.clock.setTimer(ms, () =>
       ac.abort(new KubeError('kube_unavailable', `${this.#o.path}: list timed out after ${ms} ms`)),
     );

@@ -257,6 +257,11 @@ class ApiResolver implements KubeResolver {
       this.#known.delete(key);
       this.#absent.add(key);
       this.#changed(key);
+      // No slice watch for a Service that does not exist: the Service watch sees it if it is
+      // created, and the next lookup subscribes again. Deferred: we are inside a reflector callback.
+      queueMicrotask(() => {
+        if (this.#subs.peek(key) === sub && !set.services.has(key)) this.#subs.delete(key);
+      });
       return;
     }
     this.#absent.delete(key);

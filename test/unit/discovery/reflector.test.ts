@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { setTimeout as delay } from 'node:timers/promises';
 import { FakeKubeApi, gone, status, unavailable } from '../../../src/discovery/kube/fake-api.ts';
 import { Recovery } from '../../../src/discovery/recovery.ts';
 import { Reflector, type ReflectorSink } from '../../../src/discovery/reflector.ts';
@@ -205,4 +206,25 @@ test('repeated 410s keep relisting after a backoff pause and never re-watch the 
   assert.ok(lists(api).length < 200, 'no hot loop');
   assert.deepEqual([...sink.objects.keys()], ['a']);
   await r.stop();
+});
+
+test('stop() from inside a sink callback (between list and watch) leaves no watch running', async () => {
+  const { api, clock, sink, r } = setup();
+  api.put(PATH, slice('a'));
+  const replace = sink.replace.bind(sink);
+  let stopped: Promise<void> | undefined;
+  sink.replace = (items) => {
+    replace(items);
+    stopped = r.stop();
+  };
+  r.start();
+  await clock.advance(0);
+  // A liveness guard, not a timing assertion: with the bug, stop() never resolves.
+  const guard = new AbortController();
+  const hung = delay(5_000, 'hung', { signal: guard.signal }).catch(() => 'cancelled');
+  const outcome = await Promise.race([stopped?.then(() => 'stopped'), hung]);
+  guard.abort();
+  assert.equal(outcome, 'stopped');
+  assert.equal(api.openWatches(), 0);
+  assert.equal(r.watching, false);
 });

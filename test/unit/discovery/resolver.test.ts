@@ -247,3 +247,20 @@ test('an unknown Service during an outage with no data is unknown after the wait
   assert.equal(res.kind, 'unknown');
   await r.close();
 });
+
+test('a Service that does not exist keeps no slice watch, and is found once it is created', async () => {
+  const api = new FakeKubeApi();
+  const nsPath = '/api/v1/namespaces/shop/services';
+  const { clock, r } = await setup({ serviceScope: 'namespace', homeNamespace: 'other' }, api);
+  assert.equal((await resolve(clock, r, key('later'))).kind, 'absent');
+  await clock.advance(0);
+  assert.equal(api.openWatches(SLICES('shop')), 0, 'the slice watch of an absent Service is closed');
+  assert.equal(r.status().subscriptions, 0);
+  assert.equal((await resolve(clock, r, key('later'))).kind, 'absent');
+  assert.equal(api.openWatches(SLICES('shop')), 0, 'answered from the Service watch, no new subscription');
+  putService(api, 'shop', 'later', '10.96.0.9', nsPath);
+  putSlice(api, 'shop', 'later', 'later-1', ['10.1.9.1']);
+  assert.deepEqual(addrs(await resolve(clock, r, key('later'))), ['10.1.9.1']);
+  assert.equal(api.openWatches(SLICES('shop')), 1);
+  await r.close();
+});
