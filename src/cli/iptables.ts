@@ -4,6 +4,7 @@
 import { Command } from 'commander';
 import { loadConfig } from '../config/load.ts';
 import { options, type OptionName } from '../config/options.ts';
+import { oneOf, parseValue } from '../config/parse.ts';
 import { applyCapture, ipv6Available } from '../proxy/capture/apply.ts';
 import { captureSpecFromConfig, renderRules, type Family } from '../proxy/capture/iptables.ts';
 
@@ -21,6 +22,7 @@ const CAPTURE_OPTIONS = [
 interface Flags {
   dryRun?: boolean;
   ipv6: boolean;
+  iptablesMode: string;
   [name: string]: unknown;
 }
 
@@ -30,7 +32,12 @@ export function iptablesCommand(): Command {
       'load the transparent-capture rules (IPv4 and IPv6) into this network namespace; needs NET_ADMIN and NET_RAW',
     )
     .option('--dry-run', 'print the iptables-restore input instead of applying it')
-    .option('--no-ipv6', 'leave ip6tables alone (default: applied when the kernel has IPv6)');
+    .option('--no-ipv6', 'leave ip6tables alone (default: applied when the kernel has IPv6)')
+    .option(
+      '--iptables-mode <mode>',
+      'plain (iptables-restore as installed), nft or legacy (iptables-nft-/iptables-legacy-restore)',
+      'plain',
+    );
   for (const name of CAPTURE_OPTIONS) {
     const spec = options[name];
     const shown = Array.isArray(spec.default) ? spec.default.join(',') || 'none' : String(spec.default);
@@ -43,12 +50,13 @@ function run(flags: Flags): void {
   const raw: Partial<Record<OptionName, string>> = {};
   for (const name of CAPTURE_OPTIONS) if (typeof flags[name] === 'string') raw[name] = flags[name];
   const spec = captureSpecFromConfig(loadConfig({ flags: raw, env: process.env }));
+  const mode = parseValue(oneOf('plain', 'nft', 'legacy'), '--iptables-mode', flags.iptablesMode, 'flag');
   const families: Family[] = flags.ipv6 && (flags.dryRun || ipv6Available()) ? [4, 6] : [4];
   if (flags.dryRun) {
     for (const family of families) process.stdout.write(renderRules(spec, family));
     return;
   }
-  applyCapture(spec, { families });
+  applyCapture(spec, { families, mode });
   process.stderr.write(
     `outrigger: capture rules applied (IPv${families.join(' and IPv')}): outbound TCP -> ${spec.egressPort}, inbound TCP -> ${spec.ingressPort} except ${spec.adminPort}\n`,
   );

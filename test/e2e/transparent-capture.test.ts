@@ -169,3 +169,16 @@ describe('transparent capture in a pod network namespace', () => {
     assert.equal((await dial(pod, '10.96.0.10', 80)).listener, 7400);
   });
 });
+
+describe('outrigger iptables --iptables-mode', () => {
+  test('legacy loads the rules through the legacy backend, and only there', async (t) => {
+    if (!requireNetns(t, ['iptables-legacy-restore'])) return;
+    const ns = await createNetns('legacy', { t });
+    await ns.exec([node, main, 'iptables', '--iptables-mode', 'legacy', '--no-ipv6']);
+    const legacy = (await ns.exec(['iptables-legacy-save', '-t', 'nat'])).stdout;
+    assert.match(legacy, /^-A OUTRIGGER_OUTPUT .*--uid-owner 2102 .*-j RETURN$/m);
+    assert.match(legacy, /^-A OUTPUT .*-j OUTRIGGER_OUTPUT$/m);
+    const nft = (await ns.exec(['iptables-nft-save', '-t', 'nat'], { allowFail: true })).stdout;
+    assert.doesNotMatch(nft, /OUTRIGGER/);
+  });
+});

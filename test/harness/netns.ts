@@ -50,7 +50,14 @@ export interface CreateOptions {
 }
 
 /** Tools a test can require beyond `ip`; each must be on PATH. */
-export type Tool = 'ip' | 'iptables' | 'ip6tables' | 'iptables-restore' | 'ip6tables-restore' | 'setpriv';
+export type Tool =
+  | 'ip'
+  | 'iptables'
+  | 'ip6tables'
+  | 'iptables-restore'
+  | 'ip6tables-restore'
+  | 'iptables-legacy-restore'
+  | 'setpriv';
 
 const PREFIX = 'ort';
 const live = new Map<string, Set<ChildProcess>>();

@@ -18,8 +18,16 @@ export const spawnRunner: Runner = (cmd, args, input) => {
   return { code: r.status ?? 1, stdout: r.stdout ?? '', stderr };
 };
 
+/**
+ * Which iptables binaries: `plain` uses whatever `iptables-restore` is (Debian's alternatives pick
+ * nf_tables); `nft` and `legacy` name the backend, as linkerd2-proxy-init's --iptables-mode does,
+ * for nodes whose kernel lacks nf_tables or whose other rules live in the legacy backend.
+ */
+export type IptablesMode = 'plain' | 'nft' | 'legacy';
+
 export interface ApplyOptions {
   families: Family[];
+  mode?: IptablesMode;
   run?: Runner;
 }
 
@@ -28,20 +36,23 @@ export function ipv6Available(): boolean {
   return existsSync('/proc/net/if_inet6');
 }
 
-const tool = (family: Family): string => (family === 6 ? 'ip6tables' : 'iptables');
+export function tool(family: Family, mode: IptablesMode = 'plain'): string {
+  const base = family === 6 ? 'ip6tables' : 'iptables';
+  return mode === 'plain' ? base : `${base}-${mode}`;
+}
 
 /** Applies the rules for each family; throws with the tool's own message on the first failure. */
 export function applyCapture(spec: CaptureSpec, opts: ApplyOptions): string[] {
   const run = opts.run ?? spawnRunner;
   const applied: string[] = [];
   for (const family of opts.families) {
-    const save = run(`${tool(family)}-save`, ['-t', 'nat']);
-    if (save.code !== 0)
-      throw new Error(`${tool(family)}-save -t nat failed (${save.code}): ${save.stderr.trim()}`);
+    const bin = tool(family, opts.mode);
+    const save = run(`${bin}-save`, ['-t', 'nat']);
+    if (save.code !== 0) throw new Error(`${bin}-save -t nat failed (${save.code}): ${save.stderr.trim()}`);
     const rules = renderRules(spec, family, { existing: save.stdout });
-    const restore = run(`${tool(family)}-restore`, ['--noflush'], rules);
+    const restore = run(`${bin}-restore`, ['--noflush'], rules);
     if (restore.code !== 0)
-      throw new Error(`${tool(family)}-restore --noflush failed (${restore.code}): ${restore.stderr.trim()}`);
+      throw new Error(`${bin}-restore --noflush failed (${restore.code}): ${restore.stderr.trim()}`);
     applied.push(rules);
   }
   return applied;

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { loadConfig } from '../../../src/config/load.ts';
-import { applyCapture, type Runner } from '../../../src/proxy/capture/apply.ts';
+import { applyCapture, tool, type Runner } from '../../../src/proxy/capture/apply.ts';
 import {
   captureSpecFromConfig,
   multiportChunks,
@@ -128,6 +128,22 @@ describe('applyCapture', () => {
     ]);
     assert.equal(run.inputs[0], renderRules(cases.default!, 4));
     assert.equal(run.inputs[1], renderRules(cases.default!, 6));
+  });
+
+  test('--iptables-mode names the backend binaries', () => {
+    const run = fakeRunner('');
+    applyCapture(cases.default!, { families: [4, 6], mode: 'legacy', run });
+    assert.deepEqual(
+      run.calls.map((c) => c[0]),
+      [
+        'iptables-legacy-save',
+        'iptables-legacy-restore',
+        'ip6tables-legacy-save',
+        'ip6tables-legacy-restore',
+      ],
+    );
+    assert.equal(tool(4, 'nft'), 'iptables-nft');
+    assert.equal(tool(6, 'plain'), 'ip6tables');
   });
 
   test('a failing restore throws with the tool and its message', () => {
