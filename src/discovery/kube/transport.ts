@@ -45,16 +45,16 @@ export function createTransport(conn: KubeConnection, opts: { protocol?: 'h1' | 
   ): Promise<RawResponse> => {
     let res = await open(path, query, signal);
     if (res.status === 401) {
-      res.body.resume();
-      // The kubelet may have rotated the token, or an old one was invalidated: re-read, retry once.
-      if (await conn.unauthorized()) {
-        stats.unauthorizedRetries++;
-        res = await open(path, query, signal);
-      }
+      // Drain the 401 first (its body must be read before anything else can miss its end), then
+      // re-read the token, which the kubelet may have rotated, and retry once if it changed.
+      const body = await readBody(res.body, 4096).catch(() => '');
+      if (!(await conn.unauthorized())) throw errorForStatus(401, path, statusMessage(body));
+      stats.unauthorizedRetries++;
+      res = await open(path, query, signal);
     }
     if (res.status !== 200) {
       const body = await readBody(res.body, 4096).catch(() => '');
-      throw errorForStatus(res.status, `${path}`, statusMessage(body));
+      throw errorForStatus(res.status, path, statusMessage(body));
     }
     return res;
   };
@@ -136,6 +136,11 @@ const completed = (res: Readable): boolean => (res as Readable & { complete?: bo
 
 function readBody(res: Readable, limit: number): Promise<string> {
   return new Promise((resolve, reject) => {
+    // A body that already ended or died emits nothing more: waiting for it would hang forever.
+    if (res.readableEnded || res.destroyed) {
+      reject(new Error('response body already consumed'));
+      return;
+    }
     const chunks: Buffer[] = [];
     let size = 0;
     res.on('data', (c: Buffer) => {

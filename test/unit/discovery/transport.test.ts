@@ -206,3 +206,37 @@ test('HTTP/2: lists and many concurrent watches share one connection', async () 
     server.close();
   }
 });
+
+test('a 401 whose token did not change fails promptly even when re-reading the token is slow', async () => {
+  const { url, server } = await serve((_req, res) => {
+    res.statusCode = 401;
+    res.end(JSON.stringify({ kind: 'Status', code: 401, message: 'Unauthorized' }));
+  });
+  const slow = {
+    server: url,
+    authorization: () => 'Bearer old',
+    unauthorized: () => new Promise<boolean>((r) => setTimeout(() => r(false), 100)),
+  };
+  const t = createTransport(slow);
+  const guard = new AbortController();
+  try {
+    // A liveness guard, not a timing assertion: the bug this pins down waited forever for a body
+    // that had already been drained.
+    const hung = new Promise<string>((r) => {
+      const timer = setTimeout(() => r('hung'), 5_000);
+      guard.signal.addEventListener('abort', () => clearTimeout(timer));
+    });
+    const outcome = await Promise.race([
+      t.list('/p', {}, signal()).then(
+        () => 'resolved',
+        (e: unknown) => (e instanceof KubeError ? e.code : 'other'),
+      ),
+      hung,
+    ]);
+    assert.equal(outcome, 'kube_unauthorized');
+  } finally {
+    guard.abort();
+    t.close();
+    server.close();
+  }
+});
