@@ -1,11 +1,11 @@
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { BatchSpanProcessor, TracerProvider, type SpanExporter } from '@opentelemetry/sdk-trace';
-import { systemClock, type Clock } from '../shared/clock.ts';
+import { systemClock, type Clock, type Random } from '../shared/clock.ts';
 import { errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/log.ts';
 import type { HopObserver } from './hop.ts';
 import { noopHop } from './hop.ts';
-import { TracingObserver } from './observer.ts';
+import { PresetIdGenerator, TracingObserver } from './observer.ts';
 import { podResource, type PodMeta } from './resource.ts';
 import { LiveSampler } from './sampler.ts';
 import {
@@ -41,6 +41,8 @@ export interface TracingOptions {
   /** Bound on the final flush: shutdown must not wait for a dead collector. */
   shutdownTimeoutMs?: number;
   clock?: Clock;
+  /** Source of trace and span ids, hence of root sampling decisions (tests make it deterministic). */
+  random?: Random;
   /** Replaces the OTLP exporter (tests). */
   exporter?: SpanExporter;
 }
@@ -84,9 +86,11 @@ export function createTracing(opts: TracingOptions): Tracing {
     exportTimeoutMillis: batch.exportTimeoutMillis ?? 10_000,
     selfObsMeterProvider: queueDropMeterProvider(stats),
   });
+  const ids = new PresetIdGenerator(opts.random);
   const provider = new TracerProvider({
     resource: podResource(opts.pod),
     sampler,
+    idGenerator: ids,
     spanProcessors: [processor],
   });
   const tracer = provider.getTracer('outrigger', opts.version);
@@ -95,7 +99,7 @@ export function createTracing(opts: TracingOptions): Tracing {
 
   return {
     enabled: true,
-    observer: new TracingObserver(tracer, sampler),
+    observer: new TracingObserver(tracer, sampler, ids),
     setSampling(ratio) {
       if (ratio === sampler.ratio) return;
       log.info('trace sampling changed', { from: sampler.ratio, to: ratio });

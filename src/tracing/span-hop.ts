@@ -26,7 +26,7 @@ import {
   ATTR_URL_SCHEME,
 } from '@opentelemetry/semantic-conventions';
 import type { Hop, HopEnd, HopStart } from './hop.ts';
-import { extract, inject, type Format } from './propagation.ts';
+import { inject, type Extracted, type Format } from './propagation.ts';
 
 /** Outrigger's own span attributes (DESIGN.md section 7). */
 export const ATTR_STALE = 'outrigger.discovery.stale';
@@ -62,8 +62,7 @@ export class SpanHop implements Hop {
   #retries = 0;
   #ended = false;
 
-  constructor(tracer: Tracer, info: HopStart) {
-    const parent = extract(info.headers);
+  constructor(tracer: Tracer, info: HopStart, parent: Extracted) {
     this.#present = parent.present;
     this.#egress = info.direction === 'egress';
     const http = info.protocol === 'http';

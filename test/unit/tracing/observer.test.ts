@@ -230,3 +230,45 @@ test('absolute-form targets (explicit capture) name the server, over the Host he
   assert.equal(span?.attributes['url.path'], '/items/7');
   assert.equal(span?.attributes['url.full'], 'http://[fd00::7]:8080/items/7');
 });
+
+test('new traces: the ratio is applied once, on the trace id that is propagated', async () => {
+  // A seeded generator makes the ids, hence the decisions, the same on every run.
+  let seed = 42;
+  const random = (): number => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32;
+  const exporter = new InMemorySpanExporter();
+  const t = {
+    exporter,
+    tracing: createTracing({
+      endpoint: undefined,
+      exporter,
+      sampling: 0.5,
+      pod: {},
+      logger: memoryLogger(),
+      random,
+    }),
+  };
+  // TraceIdRatioBased: sampled iff the xor-fold of the id's four 32-bit words < ratio * (2^32 - 1).
+  const fold = (id: string): number =>
+    [0, 8, 16, 24].reduce((acc, i) => (acc ^ parseInt(id.slice(i, i + 8), 16)) >>> 0, 0);
+  const bound = Math.floor(0.5 * 4294967295);
+  const injected: string[] = [];
+  for (let i = 0; i < 400; i++) {
+    const hop = t.tracing.observer.startHop(egress());
+    const headers: OutgoingHttpHeaders = {};
+    hop.inject(headers);
+    hop.end({ status: 200 });
+    injected.push(String(headers.traceparent));
+  }
+  const exported = new Set((await finished(t)).map((s) => s.spanContext().traceId));
+  let sampled = 0;
+  for (const tp of injected) {
+    const [, traceId = '', , flags] = tp.split('-');
+    const wanted = fold(traceId) < bound;
+    assert.equal(flags, wanted ? '01' : '00', tp);
+    assert.equal(exported.has(traceId), wanted, tp);
+    if (wanted) sampled++;
+  }
+  // Deciding twice (once here, once in the SDK on another id) would sample about a quarter.
+  assert.ok(sampled > 160 && sampled < 240, `sampled ${sampled} of 400 at ratio 0.5`);
+  assert.equal(exported.size, sampled);
+});
