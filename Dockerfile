@@ -47,5 +47,7 @@ COPY bin ./bin
 # (option proxyUid); the init container overrides it with root for iptables.
 USER 2102:2102
 EXPOSE 7400 7401 7402 8443
-ENTRYPOINT ["node", "/app/dist/main.js"]
+# --max-semi-space-size=1: a 1 MiB young generation keeps the idle sidecar with 100 Services
+# subscribed at 84.7 MB RSS instead of 93.4 MB (docs/discovery.md); it runs in every pod.
+ENTRYPOINT ["node", "--max-semi-space-size=1", "/app/dist/main.js"]
 CMD ["proxy"]

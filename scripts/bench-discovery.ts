@@ -294,8 +294,7 @@ function buildForRss(): string {
 
 async function rss(): Promise<Record<string, string>> {
   const { startCluster } = await import('../test/harness/cluster.ts');
-  const { createService, createSlice, sidecarIdentity, stopCluster } =
-    await import('../test/harness/discovery.ts');
+  const { createService, createSlice, sidecarIdentity } = await import('../test/harness/discovery.ts');
   const dir = buildForRss();
   const cluster = await startCluster();
   if (!cluster) throw new Error('no cluster');
@@ -352,7 +351,7 @@ async function rss(): Promise<Record<string, string>> {
     }
     id.cleanup();
   } finally {
-    await stopCluster(cluster);
+    await cluster.stop();
     rmSync(dir, { recursive: true, force: true });
   }
   return out;

@@ -9,7 +9,7 @@ import { after, describe, test, type TestContext } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { startCluster, type TestCluster } from '../harness/cluster.ts';
 import { podEnv, type LoadSummary, type PodEnv } from '../harness/data-path.ts';
-import { createService, createSlice, stopApiserver, stopCluster, waitFor } from '../harness/discovery.ts';
+import { createService, createSlice, waitFor } from '../harness/discovery.ts';
 import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -39,7 +39,7 @@ describe('data path e2e (explicit capture, real API server)', { concurrency: 1 }
   }
 
   after(async () => {
-    if (cluster) await stopCluster(cluster);
+    if (cluster) await cluster.stop();
   });
 
   /** Three Services with two backends each: 10.244.0.1x (alpha), 2x (beta), 3x (gamma). */
@@ -67,7 +67,7 @@ describe('data path e2e (explicit capture, real API server)', { concurrency: 1 }
     // 10 requests/s for outage + 20 s: 5 s warm, 60 s outage, the restart and 10 s after.
     const traffic = pod.load(100, OUTAGE_MS + 20_000, urls);
     await delay(5_000);
-    await stopApiserver(c);
+    await c.apiserverStop();
     const outageStarted = Date.now();
     let readyDuringOutage = true;
     while (Date.now() - outageStarted < OUTAGE_MS) {
@@ -101,7 +101,7 @@ describe('data path e2e (explicit capture, real API server)', { concurrency: 1 }
     assert.equal(warm.failed, 0, describeFailures(warm));
     await delay(2_000); // the snapshot write is debounced
 
-    await stopApiserver(c);
+    await c.apiserverStop();
     await first.stop('SIGKILL');
     const second = await pod.startSidecar();
     await waitFor(

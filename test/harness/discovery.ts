@@ -1,9 +1,6 @@
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ServerResponse } from 'node:http';
-import { TLSSocket } from 'node:tls';
 import { setTimeout as delay } from 'node:timers/promises';
 import { createDiscovery, type Discovery, type DiscoveryDeps } from '../../src/discovery/index.ts';
 import type { Resolution, ServiceKey } from '../../src/discovery/types.ts';
@@ -135,64 +132,6 @@ export async function waitFor(
 
 export const key = (namespace: string, name: string): ServiceKey => ({ namespace, name });
 
-/** PIDs of kube-apiserver processes serving this cluster's port. */
-function apiserverPids(cluster: TestCluster): number[] {
-  const port = /API_PORT=(\d+)/.exec(readFileSync(join(cluster.stateDir, 'ports.env'), 'utf8'))?.[1];
-  if (!port) return [];
-  const r = spawnSync('pgrep', ['-f', `kube-apiserver.*--secure-port=${port}( |$)`], { encoding: 'utf8' });
-  return r.stdout
-    .split('\n')
-    .map(Number)
-    .filter((n) => n > 0);
-}
-
-/**
- * Stops this cluster's kube-apiserver and waits until no process serves its port any more, so an
- * outage test starts its clock when the outage is real. Belt and braces over apiserver-stop (which
- * once recorded the launching subshell's PID and left the server running).
- */
-export async function stopApiserver(cluster: TestCluster): Promise<void> {
-  await cluster.apiserverStop();
-  const pids = apiserverPids(cluster);
-  for (const pid of pids) process.kill(pid, 'SIGTERM');
-  for (let i = 0; i < 200 && apiserverPids(cluster).length > 0; i++) await delay(100);
-  for (const pid of apiserverPids(cluster)) process.kill(pid, 'SIGKILL');
-}
-
-/** Stops the cluster without leaving its kube-apiserver behind (see stopApiserver). */
-export async function stopCluster(cluster: TestCluster): Promise<void> {
-  await stopApiserver(cluster).catch(() => undefined);
-  await cluster.stop();
-}
-
-/**
- * Two fixes to fault-proxy.ts for discovery tests, installed process-wide by them:
- * - 'reset' calls req.socket.resetAndDestroy(), which throws ERR_INVALID_HANDLE_TYPE on a TLS
- *   socket; a TLS server socket wraps its TCP socket as _parent, and resetting that sends the RST.
- * - a forwarded watch's 200 is held back by Node until the first body byte (writeHead does not
- *   flush), while kube-apiserver flushes it at once; a client that treats the 200 as "watch
- *   established" would wait for the first event. Flushing watch responses restores the real timing.
- */
-export function patchFaultProxy(): void {
-  type Resettable = TLSSocket & { _parent?: { resetAndDestroy(): unknown } };
-  const tls = TLSSocket.prototype as Resettable;
-  // eslint-disable-next-line @typescript-eslint/unbound-method -- re-bound with .call below
-  const reset = tls.resetAndDestroy;
-  tls.resetAndDestroy = function (this: Resettable) {
-    if (!this._parent) return reset.call(this);
-    this._parent.resetAndDestroy();
-    return this;
-  };
-  const res = ServerResponse.prototype;
-  // eslint-disable-next-line @typescript-eslint/unbound-method -- re-bound with .apply below
-  const writeHead = res.writeHead;
-  res.writeHead = function (this: ServerResponse, ...args: unknown[]) {
-    const out = (writeHead as (...a: unknown[]) => ServerResponse).apply(this, args);
-    if (/[?&]watch=(1|true)/.test(this.req?.url ?? '') && this.statusCode === 200) this.flushHeaders();
-    return out;
-  } as typeof writeHead;
-}
-
 /** A real cluster for one test (stopped after it, pass or fail) and a fresh namespace in it. */
 export async function discoveryCluster(
   t: TestContext,
@@ -200,13 +139,12 @@ export async function discoveryCluster(
 ): Promise<{ cluster: TestCluster; ns: string } | undefined> {
   const cluster = await startCluster(t);
   if (!cluster) return undefined;
-  t.after(() => stopCluster(cluster));
+  t.after(() => cluster.stop());
   return { cluster, ns: await cluster.admin.createNamespace(prefix) };
 }
 
 /** The fault proxy in front of the cluster, stopped after the test. */
 export async function withFaultProxy(t: TestContext, cluster: TestCluster): Promise<FaultProxy> {
-  patchFaultProxy();
   const proxy = await startFaultProxy({ target: cluster });
   t.after(() => proxy.stop());
   return proxy;

@@ -8,7 +8,6 @@ import {
   key,
   sidecarIdentity,
   startSidecarDiscovery,
-  stopApiserver,
   withFaultProxy,
 } from '../harness/discovery.ts';
 
@@ -39,7 +38,7 @@ test('the LRU caps live watches at N with 3N Services looked up; evicted ones re
   assert.equal(discovery.status().subscriptions, N);
   assert.equal(discovery.status().counters?.coldServices, 2 * N);
 
-  await stopApiserver(cluster);
+  await cluster.apiserverStop();
   for (let i = 0; i < 3 * N; i++) {
     const r = await discovery.resolve(key(ns, `svc-${i}`), { waitMs: 0 });
     assert.deepEqual(endpointsOf(r), [`10.60.${i}.1`], `svc-${i} during the outage`);

@@ -10,7 +10,6 @@ import {
   replaceSliceAddresses,
   sidecarIdentity,
   startSidecarDiscovery,
-  stopApiserver,
   waitFor,
 } from '../harness/discovery.ts';
 
@@ -37,7 +36,7 @@ test('API server outage: 50 Services keep their endpoints, marked stale; a chang
   }
 
   const stopStart = Date.now();
-  await stopApiserver(cluster);
+  await cluster.apiserverStop();
   const stoppedAt = Date.now();
   t.diagnostic(`kube-apiserver stopped in ${stoppedAt - stopStart} ms`);
   await waitFor('every Service marked stale', () => discovery.status().staleServices === SERVICES, 15_000);

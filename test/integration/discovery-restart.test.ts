@@ -10,7 +10,6 @@ import {
   key,
   sidecarIdentity,
   startSidecarDiscovery,
-  stopApiserver,
 } from '../harness/discovery.ts';
 
 test('a sidecar restarted during an outage routes from its snapshot; a corrupt one warns once and reports no data', async (t) => {
@@ -31,7 +30,7 @@ test('a sidecar restarted during an outage routes from its snapshot; a corrupt o
   }
   await first.discovery.close();
 
-  await stopApiserver(cluster);
+  await cluster.apiserverStop();
   const second = await startSidecarDiscovery(cluster.server, id.dir, { snapshot });
   assert.equal(second.discovery.ready(), true, 'ready from the snapshot, before any sync');
   for (let i = 0; i < 5; i++) {
