@@ -121,15 +121,7 @@ export async function runDemo(opts: { requests: number; out: (s: string) => void
     for (let i = 0; i < 100 && !resolver.ready(); i++) await new Promise((r) => setTimeout(r, 50));
     const defaults = loadConfig({ env: {} });
     dp = createDataPath(
-      {
-        ...defaults,
-        capture: 'explicit',
-        egressPort: 0,
-        ingressPort: 0,
-        adminPort: 0,
-        appPorts: [appPort],
-        traceSampling: 0,
-      },
+      { ...defaults, capture: 'explicit', egressPort: 0, ingressPort: 0, adminPort: 0, appPorts: [appPort] },
       {
         resolver,
         namespace: 'demo',
