@@ -41,6 +41,20 @@ async function startEcho(ns: Netns, ports: number[], uid?: number): Promise<void
   for (const port of ports) await waitForPort(ns, '127.0.0.1', port);
 }
 
+/** The init step as the injector runs it, with exclusions the tests below check. */
+const applyRules = (ns: Netns) =>
+  ns.exec([
+    node,
+    main,
+    'iptables',
+    '--exclude-outbound-ports',
+    '5432',
+    '--exclude-inbound-ports',
+    '9090',
+    '--exclude-outbound-cidrs',
+    '10.250.0.0/16',
+  ]);
+
 const tools = ['iptables', 'ip6tables', 'iptables-restore', 'ip6tables-restore', 'setpriv'] as const;
 
 describe('transparent capture in a pod network namespace', () => {
@@ -57,17 +71,7 @@ describe('transparent capture in a pod network namespace', () => {
       b: [`${PEER4}/24`, `${PEER6}/64`],
       defaultRoutes: true,
     });
-    await pod.exec([
-      node,
-      main,
-      'iptables',
-      '--exclude-outbound-ports',
-      '5432',
-      '--exclude-inbound-ports',
-      '9090',
-      '--exclude-outbound-cidrs',
-      '10.250.0.0/16',
-    ]);
+    await applyRules(pod);
     // 7400/7401/7402 are the sidecar's listeners, 9090 an app port that bypasses it.
     await startEcho(pod, [7400, 7401, 7402, 9090, 8080], PROXY_UID);
     await startEcho(peer, [80, 5432, 9000]); // root: port 80 is privileged
@@ -150,17 +154,7 @@ describe('transparent capture in a pod network namespace', () => {
       (await pod.exec([bin, '-t', 'nat'])).stdout.split('\n').filter((l) => l.startsWith('-A ')).length;
     const before4 = await count('iptables-save');
     const before6 = await count('ip6tables-save');
-    await pod.exec([
-      node,
-      main,
-      'iptables',
-      '--exclude-outbound-ports',
-      '5432',
-      '--exclude-inbound-ports',
-      '9090',
-      '--exclude-outbound-cidrs',
-      '10.250.0.0/16',
-    ]);
+    await applyRules(pod);
     assert.equal(await count('iptables-save'), before4);
     assert.equal(await count('ip6tables-save'), before6);
     assert.equal(before4, 9);
