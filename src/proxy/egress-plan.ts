@@ -63,7 +63,10 @@ export async function decide(
     return {
       kind: 'error',
       code: 'no_endpoints',
-      detail: `service ${serviceKey} has no ready endpoints`,
+      detail:
+        route.localTo === undefined
+          ? `service ${serviceKey} has no ready endpoints`
+          : `service ${serviceKey} has no ready endpoints on node ${route.localTo} (internalTrafficPolicy: Local)`,
       service: serviceKey,
       stale: route.stale,
     };

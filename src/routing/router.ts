@@ -17,6 +17,8 @@ export type Route =
       /** Empty means "known Service, zero ready endpoints" (the proxy answers 503). */
       endpoints: Endpoint[];
       stale: boolean;
+      /** Set when internalTrafficPolicy: Local narrowed the endpoints to this node's. */
+      localTo?: string;
     }
   | {
       kind: 'passthrough';
@@ -33,6 +35,12 @@ export interface RouterOptions {
   clusterDomain: string;
   /** How long a first lookup waits for discovery before passing through. */
   waitMs: number;
+  /**
+   * The node this sidecar runs on (downward API). With it, a Service with internalTrafficPolicy:
+   * Local routes to this node's endpoints only, as kube-proxy and Istio do; without it (a sidecar
+   * not started by the injector) the policy cannot be applied and all endpoints are used.
+   */
+  nodeName?: string;
 }
 
 export interface Destination {
@@ -79,6 +87,9 @@ export class Router {
     let endpoints = service.endpoints.get(sp.name) ?? [];
     const hostname = name.hostname;
     if (hostname !== undefined) endpoints = endpoints.filter((e) => e.hostname?.toLowerCase() === hostname);
+    const node = service.internalTrafficPolicy === 'Local' ? this.#o.nodeName : undefined;
+    // No failover to other nodes: the Service asked for node-local traffic or none (KEP-2086).
+    if (node !== undefined) endpoints = endpoints.filter((e) => e.nodeName === node);
     return {
       kind: 'service',
       service,
@@ -86,6 +97,7 @@ export class Router {
       port: sp,
       endpoints,
       stale: res.freshness.state === 'stale',
+      ...(node !== undefined ? { localTo: node } : {}),
     };
   }
 }

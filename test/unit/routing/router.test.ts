@@ -82,3 +82,34 @@ test('a headless hostname selects that one endpoint', async () => {
   const r = await router.route({ host: 'db-1.db.prod.svc.cluster.local', defaultPort: 80 });
   assert.deepEqual(r.kind === 'service' && r.endpoints.map((e) => e.address), ['10.0.0.2']);
 });
+
+test('internalTrafficPolicy: Local keeps the endpoints on this node only, with no failover', async () => {
+  const resolver = new FakeResolver();
+  const onNode = (nodeName?: string) =>
+    new Router({
+      resolver,
+      namespace: 'own',
+      clusterDomain: 'cluster.local',
+      waitMs: 0,
+      ...(nodeName ? { nodeName } : {}),
+    });
+  const eps = { http: [ep('10.0.0.1', 8080, { nodeName: 'a' }), ep('10.0.0.2', 8080, { nodeName: 'b' })] };
+  resolver.set(service('prod', 'local', { internalTrafficPolicy: 'Local', eps }));
+  resolver.set(service('prod', 'cluster', { eps }));
+  const addresses = async (router: Router, host: string) => {
+    const r = await router.route({ host, defaultPort: 80 });
+    assert.equal(r.kind, 'service');
+    return r.kind === 'service' ? { eps: r.endpoints.map((e) => e.address), localTo: r.localTo } : undefined;
+  };
+  assert.deepEqual(await addresses(onNode('a'), 'local.prod'), { eps: ['10.0.0.1'], localTo: 'a' });
+  assert.deepEqual(await addresses(onNode('c'), 'local.prod'), { eps: [], localTo: 'c' });
+  assert.deepEqual(await addresses(onNode('a'), 'cluster.prod'), {
+    eps: ['10.0.0.1', '10.0.0.2'],
+    localTo: undefined,
+  });
+  // A sidecar that does not know its node cannot apply the policy and uses every endpoint.
+  assert.deepEqual(await addresses(onNode(), 'local.prod'), {
+    eps: ['10.0.0.1', '10.0.0.2'],
+    localTo: undefined,
+  });
+});
