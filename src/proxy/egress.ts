@@ -3,6 +3,7 @@ import type { Socket } from 'node:net';
 import type { Clock } from '../shared/clock.ts';
 import { errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/log.ts';
+import { ThrottledLog } from '../shared/log-throttle.ts';
 import { splitHostPort } from '../routing/authority.ts';
 import type { Destination as RouteDestination } from '../routing/router.ts';
 import type { Destination, OriginalDestination } from './capture-port.ts';
@@ -33,9 +34,11 @@ type Target = { dest: RouteDestination; original?: Destination } | { error: stri
 
 export class EgressHandler {
   readonly #o: EgressOptions;
+  readonly #problems: ThrottledLog;
 
   constructor(o: EgressOptions) {
     this.#o = o;
+    this.#problems = new ThrottledLog(o.log, o.clock);
   }
 
   readonly onRequest = (req: IncomingMessage, res: ServerResponse): void => {
@@ -98,7 +101,7 @@ export class EgressHandler {
     req.headers = upstreamRequestHeaders(req.headers, req.socket.remoteAddress) as IncomingMessage['headers'];
     const result = await this.#o.forwarder.forward(req, res, decision, hop);
     if (result.errorCode)
-      this.#o.log.warn('egress request failed', {
+      this.#problems.warn(`${result.errorCode}\u0000${decision.service ?? ''}`, 'egress request failed', {
         service: decision.service,
         code: result.errorCode,
         cause: result.errorMessage,
@@ -235,7 +238,11 @@ export class EgressHandler {
   }
 
   #logRefusal(d: Extract<Decision, { kind: 'error' }>): void {
-    this.#o.log.warn('egress refused', { code: d.code, service: d.service, cause: d.detail });
+    this.#problems.warn(`${d.code}\u0000${d.service ?? ''}`, 'egress refused', {
+      code: d.code,
+      service: d.service,
+      cause: d.detail,
+    });
   }
 
   #socketFail(socket: Socket, hop: Hop, code: ProxyErrorCode, detail: string): void {

@@ -3,6 +3,7 @@ import type { Socket } from 'node:net';
 import type { Clock } from '../shared/clock.ts';
 import { errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/log.ts';
+import { ThrottledLog } from '../shared/log-throttle.ts';
 import type { Destination, OriginalDestination } from './capture-port.ts';
 import type { ForwardPlan, Forwarder, Upstream } from './forward.ts';
 import { upstreamRequestHeaders } from './headers.ts';
@@ -29,9 +30,11 @@ export interface IngressOptions {
 
 export class IngressHandler {
   readonly #o: IngressOptions;
+  readonly #problems: ThrottledLog;
 
   constructor(o: IngressOptions) {
     this.#o = o;
+    this.#problems = new ThrottledLog(o.log, o.clock);
   }
 
   readonly onRequest = (req: IncomingMessage, res: ServerResponse): void => {
@@ -47,7 +50,10 @@ export class IngressHandler {
       .forward(req, res, plan, hop)
       .then((r) => {
         if (r.errorCode)
-          this.#o.log.warn('ingress request failed', { code: r.errorCode, cause: r.errorMessage });
+          this.#problems.warn(r.errorCode, 'ingress request failed', {
+            code: r.errorCode,
+            cause: r.errorMessage,
+          });
         hop.end(r);
       })
       .catch((e: unknown) => {
