@@ -14,7 +14,6 @@ import { Balancers, type Algorithm } from './balance/balancer.ts';
 import { loadConfig, type ConfigInputs } from './config/load.ts';
 import type { Config } from './config/options.ts';
 import { parsePodInfoFile } from './config/podinfo.ts';
-import { createDiscovery } from './discovery/index.ts';
 import type { DiscoveryStatus, Resolver } from './discovery/types.ts';
 import { AgentPool } from './proxy/agents.ts';
 import type { OriginalDestination } from './proxy/capture-port.ts';
@@ -30,7 +29,6 @@ import { Router } from './routing/router.ts';
 import { systemClock, systemRandom, type Clock, type Random } from './shared/clock.ts';
 import { errorMessage } from './shared/errors.ts';
 import { createLogger, type Logger, type LogLevel } from './shared/log.ts';
-import { createTracing, podMetaFromEnv } from './tracing/index.ts';
 
 export type DataPathConfig = Pick<
   Config,
@@ -276,6 +274,12 @@ export async function runProxy(
   const config = loadConfig({ ...inputs, annotations: readPodFile(annotationsFile(podInfoDir)) });
   const clock = systemClock;
   const log = createLogger({ level: config.logLevel as LogLevel, base: { component: 'outrigger' } });
+  // Loaded here, not at the top: createDataPath's users (the demo, tests) need neither the
+  // discovery factory nor the OpenTelemetry SDK and exporter (~17 MB RSS).
+  const [{ createDiscovery }, { createTracing, podMetaFromEnv }] = await Promise.all([
+    import('./discovery/index.ts'),
+    import('./tracing/index.ts'),
+  ]);
   const discovery = await createDiscovery(config, { clock, random: systemRandom, logger: log, env });
   const tracing = createTracing({
     endpoint: config.traceEndpoint,

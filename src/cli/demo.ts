@@ -2,9 +2,8 @@ import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
-import { createDataPath, type DataPath } from '../app.ts';
+import type { DataPath } from '../app.ts';
 import { loadConfig } from '../config/load.ts';
-import { createFileResolver } from '../discovery/file-source.ts';
 import { systemClock } from '../shared/clock.ts';
 import { createLogger } from '../shared/log.ts';
 
@@ -106,6 +105,11 @@ async function metricSum(dp: DataPath, name: string): Promise<number> {
 
 export async function runDemo(opts: { requests: number; out: (s: string) => void }): Promise<boolean> {
   const out = opts.out;
+  // Loaded on use (src/cli/index.ts): every sidecar builds this command, only the demo runs it.
+  const [{ createDataPath }, { createFileResolver }] = await Promise.all([
+    import('../app.ts'),
+    import('../discovery/file-source.ts'),
+  ]);
   const logs: string[] = [];
   const log = createLogger({ level: 'warn', write: (l) => logs.push(l) });
   const servers: Server[] = [];

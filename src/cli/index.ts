@@ -7,7 +7,12 @@ import { iptablesCommand } from './iptables.ts';
 import { resolveCommand } from './resolve.ts';
 import { webhookCommand } from './webhook.ts';
 
-/** The `outrigger` command tree (DESIGN.md section 1). Each subcommand lives in its own file. */
+/**
+ * The `outrigger` command tree (DESIGN.md section 1). Each subcommand lives in its own file, which
+ * defines its flags and help eagerly and imports what it runs inside its action: every sidecar
+ * builds the whole tree, so a module imported at the top of any of these files is resident in
+ * every pod (docs/benchmarks.md, "Memory").
+ */
 export function buildCli(): Command {
   const program = new Command('outrigger')
     .description(

@@ -5,8 +5,7 @@ import { Command } from 'commander';
 import { loadConfig } from '../config/load.ts';
 import { options, type OptionName } from '../config/options.ts';
 import { oneOf, parseValue } from '../config/parse.ts';
-import { applyCapture, ipv6Available } from '../proxy/capture/apply.ts';
-import { captureSpecFromConfig, renderRules, type Family } from '../proxy/capture/iptables.ts';
+import type { Family } from '../proxy/capture/iptables.ts';
 
 const CAPTURE_OPTIONS = [
   'egressPort',
@@ -46,7 +45,12 @@ export function iptablesCommand(): Command {
   return cmd.action((flags: Flags) => run(flags));
 }
 
-function run(flags: Flags): void {
+async function run(flags: Flags): Promise<void> {
+  // Loaded on use (src/cli/index.ts): the sidecar builds this command but never runs it.
+  const [{ applyCapture, ipv6Available }, { captureSpecFromConfig, renderRules }] = await Promise.all([
+    import('../proxy/capture/apply.ts'),
+    import('../proxy/capture/iptables.ts'),
+  ]);
   const raw: Partial<Record<OptionName, string>> = {};
   for (const name of CAPTURE_OPTIONS) if (typeof flags[name] === 'string') raw[name] = flags[name];
   const spec = captureSpecFromConfig(loadConfig({ flags: raw, env: process.env }));

@@ -1,5 +1,4 @@
 import { Command, Option } from 'commander';
-import { runProxy } from '../app.ts';
 import { options, type OptionName, type OptionSpec } from '../config/options.ts';
 
 /**
@@ -49,6 +48,8 @@ export function proxyCommand(): Command {
       const name = byAttribute.get(attr);
       if (name && value !== undefined) flags[name] = value;
     }
+    // Loaded on use (src/cli/index.ts): building the command tree for --help loads no data path.
+    const { runProxy } = await import('../app.ts');
     await runProxy({ flags, env: process.env });
   });
 }

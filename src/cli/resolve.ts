@@ -3,8 +3,6 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { Command } from 'commander';
 import { parseValue, source as sourceParser } from '../config/parse.ts';
-import { createDiscovery } from '../discovery/index.ts';
-import { serviceInfoJson } from '../discovery/merge.ts';
 import type { Endpoint, Resolution, ServiceInfo, ServicePort } from '../discovery/types.ts';
 import { parseServiceName } from '../routing/authority.ts';
 import { systemClock, systemRandom } from '../shared/clock.ts';
@@ -107,6 +105,11 @@ async function run(target: string, flags: ResolveFlags): Promise<void> {
       `--wait-ms ${JSON.stringify(flags.waitMs)}: allowed is a whole number of milliseconds`,
     );
   const logger = createLogger({ level: 'error' });
+  // Loaded on use (src/cli/index.ts): the sidecar builds this command but never runs it.
+  const [{ createDiscovery }, { serviceInfoJson }] = await Promise.all([
+    import('../discovery/index.ts'),
+    import('../discovery/merge.ts'),
+  ]);
   const discovery = await createDiscovery(
     {
       source,
