@@ -12,8 +12,8 @@ import { sendError, statusOf, writeSocketError, type ProxyErrorCode } from './st
 import { openUpstream, splice } from './tunnel.ts';
 
 /**
- * The ingress listener's handlers: requests from other pods go to the app on localhost, at the
- * original destination port under transparent capture, else at the first --app-port.
+ * The ingress listener's handlers: requests from other pods go to the app, at their original
+ * destination under transparent capture, else on localhost at the first --app-port.
  */
 export interface IngressOptions {
   forwarder: Forwarder;
@@ -121,17 +121,23 @@ export class IngressHandler {
     return startRequestHop(this.#o.observer, 'ingress', req, protocol);
   }
 
-  #appPort(socket: Socket): number | undefined {
+  /**
+   * Under transparent capture, the original destination as it is (the pod IP and port): an app
+   * bound to 127.0.0.1 only stays unreachable from other pods, as without a mesh (Istio since 1.10;
+   * Linkerd forwards to the original destination too). The proxy's UID is exempt from the OUTPUT
+   * redirect, so this connection is not captured again. Otherwise the app on localhost.
+   */
+  #appAddress(socket: Socket): Destination | undefined {
     const original: Destination | undefined = this.#o.originalDestination?.(socket);
-    if (original && !this.#o.ownPorts.has(original.port)) return original.port;
-    return this.#o.appPorts[0];
+    if (original && !this.#o.ownPorts.has(original.port)) return original;
+    const port = this.#o.appPorts[0];
+    return port === undefined ? undefined : { address: this.#o.appHost, port };
   }
 
   #plan(socket: Socket): ForwardPlan | { error: string; code: ProxyErrorCode } {
-    const port = this.#appPort(socket);
-    if (port === undefined)
-      return { error: 'no app port is configured for ingress', code: 'upstream_failed' };
-    const up: Upstream = { id: `${this.#o.appHost}:${port}`, host: this.#o.appHost, port };
+    const app = this.#appAddress(socket);
+    if (!app) return { error: 'no app port is configured for ingress', code: 'upstream_failed' };
+    const up: Upstream = { id: `${app.address}:${app.port}`, host: app.address, port: app.port };
     return {
       next: (tried) => (tried.has(up.id) ? undefined : up),
       canTry: (tried) => !tried.has(up.id),

@@ -1,6 +1,6 @@
 // The whole transparent data path in two network-namespace "pods":
 //   app (client pod) -> iptables REDIRECT -> egress sidecar -> [veth] -> iptables REDIRECT ->
-//   ingress sidecar (server pod) -> backend on localhost.
+//   ingress sidecar (server pod) -> backend at its original destination (the pod IP).
 // Each pod gets `outrigger iptables` and an `outrigger proxy --capture transparent` running as the
 // proxy UID, exactly as the injector sets them up; discovery comes from the file source (the
 // Service's ClusterIPs are reachable only through the sidecar, so a 200 proves the routing).
@@ -33,6 +33,7 @@ const CLIENT4 = '10.244.0.5';
 const SERVER4 = '10.244.0.6';
 const CLIENT6 = 'fd00:10:244::5';
 const SERVER6 = 'fd00:10:244::6';
+const podIPs = [SERVER4, SERVER6];
 
 const services = `apiVersion: v1
 kind: Service
@@ -197,10 +198,14 @@ describe('transparent mode end to end: app -> egress sidecar -> ingress sidecar 
       port: number;
       url: string;
       headers: Record<string, string>;
+      local: string;
     };
     assert.equal(body.pod, 'server');
     assert.equal(body.port, 8080);
     assert.equal(body.url, '/hello?x=1');
+    // The ingress sidecar dials the original destination (a pod IP of either family: the Service
+    // balances over its IPv4 and IPv6 endpoints), never localhost.
+    assert.ok(podIPs.includes(body.local.replace(/^::ffff:/, '')), body.local);
     assert.match(body.headers['x-forwarded-for'] ?? '', new RegExp(CLIENT4.replace(/\./g, '\\.')));
   });
 
@@ -210,9 +215,10 @@ describe('transparent mode end to end: app -> egress sidecar -> ingress sidecar 
     if (!requireNetns(t, tools)) return;
     const r = await get(client, 'http://[fd00:10:96::20]/six');
     assert.equal(r.status, 200, JSON.stringify(r));
-    const body = JSON.parse(r.body) as { pod: string; url: string };
+    const body = JSON.parse(r.body) as { pod: string; url: string; local: string };
     assert.equal(body.pod, 'server');
     assert.equal(body.url, '/six');
+    assert.ok(podIPs.includes(body.local.replace(/^::ffff:/, '')), body.local);
   });
 
   test('a destination that is no Service passes through to the original destination', async (t) => {

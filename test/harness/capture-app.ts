@@ -26,6 +26,7 @@ function serve(name: string, ports: number[], tcpPorts: number[]): void {
         url: req.url,
         headers: req.headers,
         remote: req.socket.remoteAddress,
+        local: req.socket.localAddress,
       });
       res.writeHead(200, { 'content-type': 'application/json' }).end(body);
     });

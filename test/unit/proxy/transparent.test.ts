@@ -1,5 +1,6 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createServer as createHttpServer } from 'node:http';
 import { connect, createServer, type AddressInfo, type Server } from 'node:net';
 import type { Destination } from '../../../src/proxy/capture-port.ts';
 import { classify } from '../../../src/proxy/sidecar.ts';
@@ -137,4 +138,32 @@ test('a Redis-style inline command is streamed as TCP, not answered 400', async 
   original = { address: '127.0.0.1', port: (echo.address() as AddressInfo).port };
   const out = await tcpExchange(proxy.egress, 'PING 42\r\n', (got) => got.includes('\r\n'));
   assert.equal(out, 'PING 42\r\n');
+});
+
+test('ingress goes to the original destination as it is, so a localhost-only app stays private', async () => {
+  // 127.0.0.2 plays the pod IP: the app on it is reached; the one bound to 127.0.0.1 only is not.
+  const app = async (host: string, body: string, port = 0) => {
+    const server = createHttpServer((_req, res) => res.end(body));
+    await new Promise<void>((r) => server.listen(port, host, r));
+    const close = () =>
+      new Promise<void>((r) => {
+        server.close(() => r());
+        server.closeAllConnections();
+      });
+    return { port: (server.address() as AddressInfo).port, close };
+  };
+  const localOnly = await app('127.0.0.1', 'local');
+  const podApp = await app('127.0.0.2', 'pod ip', localOnly.port);
+  try {
+    original = { address: '127.0.0.2', port: localOnly.port };
+    const r = await send(proxy.ingress, {});
+    assert.equal(r.status, 200);
+    assert.equal(r.body, 'pod ip');
+    await podApp.close();
+    const refused = await send(proxy.ingress, {});
+    assert.equal(refused.status, 502, 'the app bound to 127.0.0.1 only is not exposed');
+  } finally {
+    await podApp.close();
+    await localOnly.close();
+  }
 });
