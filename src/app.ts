@@ -55,6 +55,8 @@ export interface DataPathDeps {
   random?: Random;
   /** Tracing's observer; metrics are always observed. */
   observer?: HopObserver;
+  /** This pod's node (downward API), for internalTrafficPolicy: Local. */
+  nodeName?: string;
   originalDestination?: OriginalDestination;
   limits?: Partial<ServerLimits>;
   /** Listener addresses; the defaults are DESIGN.md's (egress on loopback only). */
@@ -118,6 +120,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
         namespace: deps.namespace,
         clusterDomain: config.clusterDomain,
         waitMs: deps.discoveryWaitMs ?? 1_000,
+        ...(deps.nodeName ? { nodeName: deps.nodeName } : {}),
       }),
       balancers,
       affinity: new AffinityTable(clock),
@@ -281,11 +284,12 @@ export async function runProxy(
     import('./tracing/index.ts'),
   ]);
   const discovery = await createDiscovery(config, { clock, random: systemRandom, logger: log, env });
+  const pod = podMetaFromEnv(env);
   const tracing = createTracing({
     endpoint: config.traceEndpoint,
     sampling: config.traceSampling,
     pod: {
-      ...podMetaFromEnv(env),
+      ...pod,
       labels: readPodFile(join(podInfoDir, 'labels')),
       ...(config.serviceName ? { serviceName: config.serviceName } : {}),
     },
@@ -309,6 +313,7 @@ export async function runProxy(
   const dataPath = createDataPath(config, {
     resolver: discovery,
     namespace: discovery.namespace,
+    ...(pod.nodeName ? { nodeName: pod.nodeName } : {}),
     log,
     clock,
     // A disabled tracer is a no-op observer: leave it out of the per-request fan-out.

@@ -263,3 +263,29 @@ test('a POST body is replayed to another endpoint after a failed connect, never 
     await sink.close();
   }
 });
+
+test('internalTrafficPolicy: Local on the sidecar node: its endpoint, else a 503 naming the node', async () => {
+  const local = await startProxy({}, { nodeName: 'node-a' });
+  try {
+    const eps = {
+      http: [
+        ep('127.0.0.1', a.port, { nodeName: 'node-a' }),
+        ep('127.0.0.1', b.port, { nodeName: 'node-b' }),
+      ],
+    };
+    local.resolver.set(service('prod', 'agent', { internalTrafficPolicy: 'Local', eps }));
+    local.resolver.set(
+      service('prod', 'remote', { internalTrafficPolicy: 'Local', eps: { http: eps.http.slice(1) } }),
+    );
+    for (let i = 0; i < 4; i++) {
+      const r = await send(local.egress, { headers: { host: 'agent.prod' } });
+      assert.equal(r.body, `hello from ${a.port}`, 'only the endpoint on node-a');
+    }
+    const r = await send(local.egress, { headers: { host: 'remote.prod' } });
+    assert.equal(r.status, 503);
+    assert.equal(r.headers['x-outrigger-error'], 'no_endpoints');
+    assert.match(r.body, /no ready endpoints on node node-a \(internalTrafficPolicy: Local\)/);
+  } finally {
+    await local.close();
+  }
+});
