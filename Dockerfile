@@ -47,7 +47,8 @@ COPY bin ./bin
 # (option proxyUid); the init container overrides it with root for iptables.
 USER 2102:2102
 EXPOSE 7400 7401 7402 8443
-# --max-semi-space-size=1: a 1 MiB young generation keeps the idle sidecar with 100 Services
-# subscribed at 84.7 MB RSS instead of 93.4 MB (docs/discovery.md); it runs in every pod.
-ENTRYPOINT ["node", "--max-semi-space-size=1", "/app/dist/main.js"]
+# --max-semi-space-size=2: V8's young generation otherwise grows to 64 MB under load; 2 MiB keeps
+# the sidecar at ~82 MB idle and 100-118 MB under load at about the default's CPU (1 MiB promotes
+# in-flight requests to the old generation and costs more of both). docs/benchmarks.md, "Memory".
+ENTRYPOINT ["node", "--max-semi-space-size=2", "/app/dist/main.js"]
 CMD ["proxy"]

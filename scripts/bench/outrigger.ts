@@ -82,6 +82,8 @@ function startSink(): Promise<http.Server> {
 
 function sidecar(env: OutriggerEnv, source: string, ports: typeof A, extra: string[] = []): ChildProcess {
   return env.launch(process.execPath, [
+    // As the image and bin/outrigger.js run it (docs/benchmarks.md, "Memory").
+    '--max-semi-space-size=2',
     env.main,
     'proxy',
     '--source',

@@ -88,7 +88,7 @@ try {
   }
   const api = new URL(cluster.server);
   const rows: string[] = [];
-  for (const flags of [[], ['--max-semi-space-size=1']]) {
+  for (const flags of [[], ['--max-semi-space-size=2']]) {
     const c = spawn(
       process.execPath,
       [
