@@ -57,6 +57,8 @@ export interface DataPathDeps {
   observer?: HopObserver;
   /** This pod's node (downward API), for internalTrafficPolicy: Local. */
   nodeName?: string;
+  /** This pod's zone, for topology-aware routing. */
+  zone?: string;
   originalDestination?: OriginalDestination;
   limits?: Partial<ServerLimits>;
   /** Listener addresses; the defaults are DESIGN.md's (egress on loopback only). */
@@ -121,6 +123,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
         clusterDomain: config.clusterDomain,
         waitMs: deps.discoveryWaitMs ?? 1_000,
         ...(deps.nodeName ? { nodeName: deps.nodeName } : {}),
+        ...(deps.zone ? { zone: deps.zone } : {}),
       }),
       balancers,
       affinity: new AffinityTable(clock),
@@ -285,12 +288,14 @@ export async function runProxy(
   ]);
   const discovery = await createDiscovery(config, { clock, random: systemRandom, logger: log, env });
   const pod = podMetaFromEnv(env);
+  const labels = readPodFile(join(podInfoDir, 'labels'));
+  const zone = config.zone ?? labels['topology.kubernetes.io/zone'];
   const tracing = createTracing({
     endpoint: config.traceEndpoint,
     sampling: config.traceSampling,
     pod: {
       ...pod,
-      labels: readPodFile(join(podInfoDir, 'labels')),
+      labels,
       ...(config.serviceName ? { serviceName: config.serviceName } : {}),
     },
     logger: log,
@@ -314,6 +319,7 @@ export async function runProxy(
     resolver: discovery,
     namespace: discovery.namespace,
     ...(pod.nodeName ? { nodeName: pod.nodeName } : {}),
+    ...(zone ? { zone } : {}),
     log,
     clock,
     // A disabled tracer is a no-op observer: leave it out of the per-request fan-out.

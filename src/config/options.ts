@@ -177,6 +177,15 @@ export const options = {
     describe: 'cluster DNS suffix',
     scope: 'proxy',
   }),
+  zone: opt<string | undefined>({
+    flag: '--zone <zone>',
+    env: 'OUTRIGGER_ZONE',
+    parser: p.nonEmpty,
+    default: undefined,
+    describe:
+      "this pod's zone for topology-aware routing (default: the pod label topology.kubernetes.io/zone, copied from the node by Kubernetes' PodTopologyLabelsAdmission, beta in 1.35)",
+    scope: 'proxy',
+  }),
   logLevel: opt({
     flag: '--log-level <level>',
     env: 'OUTRIGGER_LOG_LEVEL',

@@ -99,6 +99,8 @@ function endpoint(e: KEndpoint, port: number): Endpoint | undefined {
   if (e.hostname) ep.hostname = e.hostname;
   if (e.nodeName) ep.nodeName = e.nodeName;
   if (e.zone) ep.zone = e.zone;
+  const forZones = (e.hints?.forZones ?? []).flatMap((z) => (z.name ? [z.name] : []));
+  if (forZones.length > 0) ep.forZones = forZones;
   if (e.targetRef?.kind === 'Pod' && e.targetRef.name) ep.podName = e.targetRef.name;
   return ep;
 }

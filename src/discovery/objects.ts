@@ -40,6 +40,7 @@ export interface KEndpoint {
   hostname?: string;
   nodeName?: string;
   zone?: string;
+  hints?: { forZones?: { name?: string }[] };
   targetRef?: { kind?: string; name?: string };
 }
 
@@ -148,6 +149,10 @@ export function slimSlice(raw: unknown, namespace?: string): KEndpointSlice {
         hostname: str(q.hostname),
         nodeName: str(q.nodeName),
         zone: str(q.zone),
+        hints:
+          q.hints === undefined || q.hints === null
+            ? undefined
+            : { forZones: arr(obj(q.hints).forZones).map((z) => defined({ name: str(obj(z).name) })) },
         targetRef:
           q.targetRef === undefined ? undefined : defined({ kind: str(ref.kind), name: str(ref.name) }),
       });

@@ -126,6 +126,7 @@ function fromPb(p: PbService): ServiceInfo {
           if (e.nodeName) ep.nodeName = e.nodeName;
           if (e.zone) ep.zone = e.zone;
           if (e.podName) ep.podName = e.podName;
+          if (e.forZones?.length) ep.forZones = [...e.forZones];
           return ep;
         }),
       ]),

@@ -32,6 +32,8 @@ export interface Endpoint {
   hostname?: string;
   nodeName?: string;
   zone?: string;
+  /** Zones the EndpointSlice controller hints this endpoint for (hints.forZones): topology-aware routing. */
+  forZones?: string[];
   /** Pod name from targetRef, when the slice has it. */
   podName?: string;
 }

@@ -41,6 +41,8 @@ export interface RouterOptions {
    * not started by the injector) the policy cannot be applied and all endpoints are used.
    */
   nodeName?: string;
+  /** This sidecar's zone, for topology-aware routing (EndpointSlice zone hints). */
+  zone?: string;
 }
 
 export interface Destination {
@@ -90,6 +92,7 @@ export class Router {
     const node = service.internalTrafficPolicy === 'Local' ? this.#o.nodeName : undefined;
     // No failover to other nodes: the Service asked for node-local traffic or none (KEP-2086).
     if (node !== undefined) endpoints = endpoints.filter((e) => e.nodeName === node);
+    else endpoints = inZone(endpoints, this.#o.zone);
     return {
       kind: 'service',
       service,
@@ -100,4 +103,19 @@ export class Router {
       ...(node !== undefined ? { localTo: node } : {}),
     };
   }
+}
+
+/**
+ * Topology-aware routing as kube-proxy does it (KEP-2433, pkg/proxy/topology.go): only when every
+ * ready endpoint carries zone hints and at least one is hinted for this zone are the endpoints
+ * narrowed to those; otherwise all of them are used. The EndpointSlice controller sets hints only
+ * for Services that ask (`service.kubernetes.io/topology-mode: Auto` or `trafficDistribution:
+ * PreferClose`) and removes them when a zone lacks capacity, so this follows its decision.
+ */
+export function inZone(endpoints: Endpoint[], zone: string | undefined): Endpoint[] {
+  if (zone === undefined) return endpoints;
+  const ready = endpoints.filter((e) => e.ready);
+  if (ready.length === 0 || !ready.every((e) => e.forZones?.length)) return endpoints;
+  const mine = ready.filter((e) => e.forZones?.includes(zone));
+  return mine.length > 0 ? mine : endpoints;
 }

@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { FakeResolver } from '../../../src/discovery/fake-resolver.ts';
-import { Router } from '../../../src/routing/router.ts';
+import type { Endpoint } from '../../../src/discovery/types.ts';
+import { inZone, Router } from '../../../src/routing/router.ts';
 import { ep, service } from './fixtures.ts';
 
 function setup() {
@@ -112,4 +113,44 @@ test('internalTrafficPolicy: Local keeps the endpoints on this node only, with n
     eps: ['10.0.0.1', '10.0.0.2'],
     localTo: undefined,
   });
+});
+
+test('topology hints narrow to this zone only when every ready endpoint has hints and one is ours', () => {
+  const hinted = (address: string, ...forZones: string[]) => ep(address, 8080, { forZones });
+  const a = hinted('10.0.0.1', 'zone-a');
+  const b = hinted('10.0.0.2', 'zone-b');
+  const addresses = (eps: Endpoint[]) => eps.map((e) => e.address);
+  assert.deepEqual(addresses(inZone([a, b], 'zone-a')), ['10.0.0.1']);
+  assert.deepEqual(addresses(inZone([a, hinted('10.0.0.3', 'zone-a', 'zone-b')], 'zone-b')), ['10.0.0.3']);
+  // No endpoint for our zone, an endpoint without hints, or an unknown zone: every endpoint.
+  assert.deepEqual(addresses(inZone([a, b], 'zone-c')), ['10.0.0.1', '10.0.0.2']);
+  assert.deepEqual(addresses(inZone([a, ep('10.0.0.4', 8080)], 'zone-a')), ['10.0.0.1', '10.0.0.4']);
+  assert.deepEqual(addresses(inZone([a, b], undefined)), ['10.0.0.1', '10.0.0.2']);
+  // Only ready endpoints count (kube-proxy's canUseTopology); the terminating fallback is left alone.
+  const terminating = { ...hinted('10.0.0.5'), ready: false, terminating: true };
+  assert.deepEqual(addresses(inZone([a, b, terminating], 'zone-b')), ['10.0.0.2']);
+});
+
+test('the router applies zone hints, but internalTrafficPolicy: Local wins over them', async () => {
+  const resolver = new FakeResolver();
+  const router = new Router({
+    resolver,
+    namespace: 'own',
+    clusterDomain: 'cluster.local',
+    waitMs: 0,
+    nodeName: 'n1',
+    zone: 'zone-b',
+  });
+  const eps = [
+    ep('10.0.0.1', 8080, { forZones: ['zone-a'], nodeName: 'n1' }),
+    ep('10.0.0.2', 8080, { forZones: ['zone-b'], nodeName: 'n2' }),
+  ];
+  resolver.set(service('prod', 'hinted', { eps: { http: eps } }));
+  resolver.set(service('prod', 'local', { internalTrafficPolicy: 'Local', eps: { http: eps } }));
+  const first = async (host: string) => {
+    const r = await router.route({ host, defaultPort: 80 });
+    return r.kind === 'service' ? r.endpoints.map((e) => e.address) : [];
+  };
+  assert.deepEqual(await first('hinted.prod'), ['10.0.0.2']);
+  assert.deepEqual(await first('local.prod'), ['10.0.0.1']);
 });
