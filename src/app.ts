@@ -59,6 +59,8 @@ export interface DataPathDeps {
   nodeName?: string;
   /** This pod's zone, for topology-aware routing. */
   zone?: string;
+  /** This pod's IP (downward API): an app bound to it alone is still "running" during a drain. */
+  podIP?: string;
   originalDestination?: OriginalDestination;
   limits?: Partial<ServerLimits>;
   /** Listener addresses; the defaults are DESIGN.md's (egress on loopback only). */
@@ -217,7 +219,9 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     ports: () => ({ ...sidecar.ports(), admin: admin.port() }),
     drain(graceMs) {
       draining = true;
-      drainPromise ??= sidecar.drain(graceMs, () => appGone(appHost, config.appPorts));
+      drainPromise ??= sidecar.drain(graceMs, () =>
+        appGone([appHost, ...(deps.podIP ? [deps.podIP] : [])], config.appPorts),
+      );
       return drainPromise;
     },
     async close() {
@@ -243,8 +247,8 @@ function discoveryGauges(s: DiscoveryStatus, now: number) {
 }
 
 /** The app has gone when none of its ports accepts a connection any more. */
-async function appGone(host: string, ports: readonly number[]): Promise<boolean> {
-  const open = await Promise.all(ports.map((port) => accepts(host, port)));
+async function appGone(hosts: readonly string[], ports: readonly number[]): Promise<boolean> {
+  const open = await Promise.all(hosts.flatMap((host) => ports.map((port) => accepts(host, port))));
   return !open.some(Boolean);
 }
 
@@ -320,6 +324,7 @@ export async function runProxy(
     namespace: discovery.namespace,
     ...(pod.nodeName ? { nodeName: pod.nodeName } : {}),
     ...(zone ? { zone } : {}),
+    ...(env.OUTRIGGER_POD_IP ? { podIP: env.OUTRIGGER_POD_IP } : {}),
     log,
     clock,
     // A disabled tracer is a no-op observer: leave it out of the per-request fan-out.

@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
+import { createServer } from 'node:http';
+import { connect, type AddressInfo } from 'node:net';
 import { ep, service } from '../routing/fixtures.ts';
 import { eventually, send, startBackend, startProxy } from './harness.ts';
 
@@ -44,6 +45,27 @@ test('drain without app ports ends once nothing is in flight', async () => {
     await p.dp.drain(30_000);
     assert.equal(await refuses(p.egress), true);
   } finally {
+    await p.close();
+  }
+});
+
+test('drain: an app bound to the pod IP only still counts as running', async () => {
+  // 127.0.0.2 plays the pod IP; nothing listens on 127.0.0.1 at the app's port.
+  const app = createServer((_req, res) => res.end('app'));
+  await new Promise<void>((r) => app.listen(0, '127.0.0.2', r));
+  const port = (app.address() as AddressInfo).port;
+  const p = await startProxy({ appPorts: [port] }, { podIP: '127.0.0.2' });
+  try {
+    const drained = p.dp.drain(30_000);
+    let finished = false;
+    void drained.then(() => (finished = true));
+    await new Promise((r) => setTimeout(r, 1_500));
+    assert.equal(finished, false, 'egress still serves while the app runs on the pod IP');
+    await new Promise<void>((r) => app.close(() => r()));
+    await drained;
+    assert.equal(await refuses(p.egress), true);
+  } finally {
+    app.close();
     await p.close();
   }
 });
