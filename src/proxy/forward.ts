@@ -75,7 +75,16 @@ const CONNECT_ERRORS = new Set([
 
 export class Forwarder {
   readonly #o: ForwarderOptions;
-  readonly #proxy = httpProxy.createProxyServer({ selfHandleResponse: true, xfwd: false, ws: true });
+  // toProxy: the request target goes upstream as the client sent it, not re-parsed by the
+  // deprecated url.parse(), whose deprecation check walks the stack on every call (~25 µs of the
+  // sidecar's CPU per request on the benchmark VM, docs/benchmarks.md) and which re-escapes
+  // characters a signed path may rely on.
+  readonly #proxy = httpProxy.createProxyServer({
+    selfHandleResponse: true,
+    xfwd: false,
+    ws: true,
+    toProxy: true,
+  });
   readonly #hooks = new WeakMap<IncomingMessage, AttemptHooks>();
 
   constructor(o: ForwarderOptions) {
