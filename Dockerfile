@@ -48,7 +48,7 @@ COPY bin ./bin
 USER 2102:2102
 EXPOSE 7400 7401 7402 8443
 # --max-semi-space-size=2: V8's young generation otherwise grows to 64 MB under load; 2 MiB keeps
-# the sidecar at ~82 MB idle and 100-118 MB under load at about the default's CPU (1 MiB promotes
-# in-flight requests to the old generation and costs more of both). docs/benchmarks.md, "Memory".
+# the sidecar at ~82 MB idle and 100-118 MB under load for ~20 % more CPU per request (memory is
+# paid in every pod, CPU only per request; 1 MiB costs more of both). docs/benchmarks.md, "Memory".
 ENTRYPOINT ["node", "--max-semi-space-size=2", "/app/dist/main.js"]
 CMD ["proxy"]
