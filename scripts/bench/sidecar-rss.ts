@@ -13,6 +13,7 @@ import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import { startCluster } from '../../test/harness/cluster.ts';
 import { sidecarIdentity } from '../../test/harness/discovery.ts';
+import { httpGet as get } from '../../test/harness/http-get.ts';
 import { compiledBuild } from './build.ts';
 
 const { values } = parseArgs({
@@ -23,21 +24,6 @@ const settleMs = Math.min(60, Math.max(1, Number(values.settle))) * 1000;
 const PORTS = { egress: 18186, ingress: 18187, admin: 18188 };
 
 const say = (s: string): boolean => process.stderr.write(`sidecar-rss: ${s}\n`);
-
-function get(port: number, path: string, host?: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve) => {
-    const req = http.get(
-      { host: '127.0.0.1', port, path, timeout: 10_000, headers: host ? { host } : {} },
-      (res) => {
-        let body = '';
-        res.on('data', (d: Buffer) => (body += d.toString()));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-      },
-    );
-    req.on('timeout', () => req.destroy());
-    req.on('error', () => resolve({ status: 0, body: '' }));
-  });
-}
 
 async function until(what: string, cond: () => Promise<boolean>, limitMs = 30_000): Promise<void> {
   const deadline = Date.now() + limitMs;

@@ -13,6 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { waitFor } from '../harness/discovery.ts';
+import { httpGet as get } from '../harness/http-get.ts';
 
 const repo = path.resolve(import.meta.dirname, '../..');
 const root = mkdtempSync(path.join(os.tmpdir(), 'outrigger-image-'));
@@ -169,19 +170,4 @@ async function freePorts(n: number): Promise<number[]> {
   const ports = servers.map((s) => (s.address() as AddressInfo).port);
   await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
   return ports;
-}
-
-function get(port: number, pathname: string, host?: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve) => {
-    const req = http.get(
-      { host: '127.0.0.1', port, path: pathname, headers: host ? { host } : {}, timeout: 5_000 },
-      (res) => {
-        let body = '';
-        res.on('data', (d: Buffer) => (body += d.toString()));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-      },
-    );
-    req.on('timeout', () => req.destroy());
-    req.on('error', () => resolve({ status: 0, body: '' }));
-  });
 }
