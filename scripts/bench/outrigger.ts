@@ -8,6 +8,8 @@ import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
+import { httpGet } from '../../test/harness/http-get.ts';
+import { serviceYaml } from '../../test/harness/tracing-relay.ts';
 import type { BenchTarget } from './run.ts';
 
 export interface OutriggerEnv {
@@ -29,41 +31,11 @@ function proxyAvailable(main: string): boolean {
   return r.status === 0 && r.stdout.includes('--egress-port');
 }
 
-function endpoints(name: string, port: number, servicePort: number): string {
-  return `apiVersion: v1
-kind: Service
-metadata: { name: ${name}, namespace: bench }
-spec:
-  type: ClusterIP
-  clusterIP: 10.96.0.${servicePort === 80 ? 51 : 52}
-  ports: [{ name: http, port: 80, targetPort: ${port}, protocol: TCP }]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: ${name}-1
-  namespace: bench
-  labels: { kubernetes.io/service-name: ${name} }
-addressType: IPv4
-ports: [{ name: http, port: ${port}, protocol: TCP }]
-endpoints:
-  - addresses: ["127.0.0.1"]
-    conditions: { ready: true, serving: true, terminating: false }
-`;
-}
-
 /** Polls a sidecar's /readyz until it answers 200 (bounded). */
 async function readyz(adminPort: number, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const status = await new Promise<number>((resolve) => {
-      const req = http.get({ host: '127.0.0.1', port: adminPort, path: '/readyz', timeout: 1_000 }, (res) => {
-        res.resume();
-        resolve(res.statusCode ?? 0);
-      });
-      req.on('timeout', () => req.destroy());
-      req.on('error', () => resolve(0));
-    });
+    const { status } = await httpGet(adminPort, '/readyz');
     if (status === 200) return;
     if (Date.now() > deadline)
       throw new Error(`sidecar on admin port ${adminPort} not ready after ${timeoutMs} ms`);
@@ -116,7 +88,9 @@ export async function outriggerTargets(env: OutriggerEnv): Promise<BenchTarget[]
   const source = path.join(env.dir, 'services.yaml');
   writeFileSync(
     source,
-    endpoints('one-hop', env.backendPort, 80) + '---\n' + endpoints('two-hop', B.ingress, 81),
+    serviceYaml('one-hop', 'bench', env.backendPort, '10.96.0.51') +
+      '---\n' +
+      serviceYaml('two-hop', 'bench', B.ingress, '10.96.0.52'),
   );
   const sink = await startSink();
   process.once('exit', () => sink.close());
