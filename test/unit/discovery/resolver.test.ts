@@ -339,3 +339,17 @@ test('namespace scope: a failed existence check answers unknown, opens nothing, 
   assert.deepEqual(addrs(await resolve(clock, r, key('web'))), ['10.1.0.1']);
   await r.close();
 });
+
+test('namespace scope: concurrent lookups of one unwatched name share one existence check', async () => {
+  const api = new FakeKubeApi();
+  const { clock, r } = await setup({ serviceScope: 'namespace', homeNamespace: 'home' }, api);
+  const lists = (): number => api.calls.filter((c) => c.path === NS_SERVICES('com')).length;
+  const all = Promise.all([1, 2, 3].map(() => r.resolve(key('example', 'com'))));
+  await clock.advance(0);
+  assert.deepEqual(
+    (await all).map((res) => res.kind),
+    ['absent', 'absent', 'absent'],
+  );
+  assert.equal(lists(), 1);
+  await r.close();
+});
