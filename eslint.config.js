@@ -14,6 +14,7 @@ const folders = [
   'proxy',
   'admin',
   'injector',
+  'mesh',
 ];
 
 /** The folders each folder may import; every other folder is forbidden. */
@@ -28,6 +29,8 @@ const allowed = {
   proxy: ['shared', 'config', 'discovery', 'routing', 'balance'],
   admin: ['shared', 'config'],
   injector: ['shared', 'config'],
+  // Mesh identity and mTLS: the issuer answers with the proxy's one status mapping.
+  mesh: ['shared', 'config', 'proxy'],
 };
 
 const patternFor = (folder) => [`**/${folder}/**`, `**/${folder}/*`, `../${folder}`, `../../${folder}`];

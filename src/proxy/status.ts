@@ -17,6 +17,11 @@ export type ProxyErrorCode = Extract<
   | 'bad_request'
   | 'headers_too_large'
   | 'request_timeout'
+  | 'identity_request_invalid'
+  | 'identity_token_rejected'
+  | 'identity_forbidden'
+  | 'identity_review_unavailable'
+  | 'mesh_caller_denied'
 >;
 
 export const statusOf: Readonly<Record<ProxyErrorCode, number>> = {
@@ -29,12 +34,20 @@ export const statusOf: Readonly<Record<ProxyErrorCode, number>> = {
   bad_request: 400,
   headers_too_large: 431,
   request_timeout: 408,
+  // The certificate issuer's answers (outrigger identity): the token decides 401, the CSR 400/403.
+  identity_request_invalid: 400,
+  identity_token_rejected: 401,
+  identity_forbidden: 403,
+  identity_review_unavailable: 503,
+  // A meshed caller whose identity outrigger.dev/allow-from does not list.
+  mesh_caller_denied: 403,
 };
 
 export const ERROR_HEADER = 'x-outrigger-error';
 
 const reasons: Record<number, string> = {
   400: 'Bad Request',
+  401: 'Unauthorized',
   403: 'Forbidden',
   408: 'Request Timeout',
   431: 'Request Header Fields Too Large',

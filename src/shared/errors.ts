@@ -23,7 +23,12 @@ export type ErrorCode =
   | 'headers_too_large'
   | 'request_timeout'
   | 'admission_invalid'
-  | 'source_invalid';
+  | 'source_invalid'
+  | 'identity_request_invalid'
+  | 'identity_token_rejected'
+  | 'identity_forbidden'
+  | 'identity_review_unavailable'
+  | 'mesh_caller_denied';
 
 export class OutriggerError extends Error {
   readonly code: ErrorCode;
