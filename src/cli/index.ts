@@ -1,4 +1,5 @@
 import { Command } from 'commander';
+import { identityCommand } from './identity.ts';
 import { injectCommand } from './inject.ts';
 import { proxyCommand } from './proxy.ts';
 import { demoCommand } from './demo.ts';
@@ -32,5 +33,6 @@ export function buildCli(): Command {
   program.addCommand(injectCommand());
   program.addCommand(webhookCommand());
   program.addCommand(resolveCommand());
+  program.addCommand(identityCommand());
   return program;
 }

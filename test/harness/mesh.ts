@@ -1,6 +1,14 @@
+import { spawnSync } from 'node:child_process';
+import { createSign } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import https from 'node:https';
+import path from 'node:path';
+import { parseAllDocuments } from 'yaml';
 import type { IssuingCa } from '../../src/mesh/ca.ts';
 import type { TokenReviewer, TokenReviewResult } from '../../src/mesh/issuer.ts';
 import { selfSignedCa } from '../../src/mesh/x509.ts';
+import { KubeError, type KubeAdmin } from './kube.ts';
+import { repoRoot } from './tools.ts';
 
 /** A self-signed P-256 root valid for a year around `now`, shaped as the issuer loads one. */
 export async function testCa(now = Date.now(), name = 'outrigger test ca'): Promise<IssuingCa> {
@@ -37,4 +45,106 @@ export class FakeReviewer implements TokenReviewer {
     });
     return token;
   }
+}
+
+/** scripts/gen-mesh-ca into a fresh directory: a root and an issuing intermediate, as users make them. */
+export function generateMeshCa(dir: string): { certFile: string; keyFile: string; bundleFile: string } {
+  const r = spawnSync('bash', [path.join(repoRoot, 'scripts/gen-mesh-ca'), '--out', dir], {
+    encoding: 'utf8',
+  });
+  if (r.status !== 0) throw new Error(`gen-mesh-ca failed: ${r.stderr}`);
+  return {
+    certFile: path.join(dir, 'tls.crt'),
+    keyFile: path.join(dir, 'tls.key'),
+    bundleFile: path.join(dir, 'ca.crt'),
+  };
+}
+
+/** Applies manifests/identity/rbac.yaml's ClusterRole and binds it to a test ServiceAccount. */
+export async function bindIssuerRole(
+  admin: KubeAdmin,
+  namespace: string,
+  serviceAccount: string,
+): Promise<void> {
+  const text = readFileSync(path.join(repoRoot, 'manifests/identity/rbac.yaml'), 'utf8');
+  const role = parseAllDocuments(text)
+    .map((d) => d.toJS() as { kind?: string; metadata?: { name?: string } })
+    .find((d) => d.kind === 'ClusterRole');
+  if (!role) throw new Error('manifests/identity/rbac.yaml has no ClusterRole');
+  await admin.apply(role).catch((e: unknown) => {
+    if (!(e instanceof KubeError && e.status === 409)) throw e;
+  });
+  await admin.apply({
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRoleBinding',
+    metadata: { name: `outrigger-identity-${namespace}-${serviceAccount}` },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role.metadata?.name ?? '' },
+    subjects: [{ kind: 'ServiceAccount', name: serviceAccount, namespace }],
+  });
+}
+
+/** A Pending Pod object (no kubelet needed) that tokens can be bound to. */
+export async function createPod(admin: KubeAdmin, namespace: string, name: string, serviceAccount: string) {
+  await admin.apply({
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace },
+    spec: {
+      serviceAccountName: serviceAccount,
+      containers: [{ name: 'app', image: 'example.invalid/app:1' }],
+    },
+  });
+}
+
+/**
+ * The same token with its times moved into the past, re-signed with the cluster's service-account
+ * signing key: a genuine token the API server itself would have issued, only expired.
+ */
+export function expiredCopy(token: string, signingKeyFile: string, now = Date.now()): string {
+  const [h = '', p = ''] = token.split('.');
+  const claims = JSON.parse(Buffer.from(p, 'base64url').toString('utf8')) as Record<string, unknown>;
+  const s = Math.floor(now / 1000);
+  Object.assign(claims, { iat: s - 7200, nbf: s - 7200, exp: s - 3600 });
+  const body = `${h}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}`;
+  const sig = createSign('RSA-SHA256').update(body).sign(readFileSync(signingKeyFile, 'utf8'));
+  return `${body}.${sig.toString('base64url')}`;
+}
+
+/** POSTs a CSR to an issuer; the raw status, error code and body. */
+export function postCsr(
+  url: string,
+  opts: { trustBundle: string; servername: string; token?: string; csr: string },
+): Promise<{ status: number; code: string | undefined; body: Record<string, unknown> }> {
+  return new Promise((resolve, reject) => {
+    const payload = JSON.stringify({ csr: opts.csr });
+    const req = https.request(
+      url,
+      {
+        method: 'POST',
+        ca: opts.trustBundle,
+        servername: opts.servername,
+        headers: {
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(payload),
+          ...(opts.token ? { authorization: `Bearer ${opts.token}` } : {}),
+        },
+        timeout: 20_000,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const h = res.headers['x-outrigger-error'];
+          resolve({
+            status: res.statusCode ?? 0,
+            code: typeof h === 'string' ? h : undefined,
+            body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>,
+          });
+        });
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('issuer request timed out')));
+    req.on('error', reject);
+    req.end(payload);
+  });
 }
