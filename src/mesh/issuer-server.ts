@@ -7,11 +7,10 @@ import { errorMessage, isOutriggerError, OutriggerError } from '../shared/errors
 import { listenOn } from '../shared/listen.ts';
 import type { Logger } from '../shared/log.ts';
 import type { IssuingCa } from './ca.ts';
+import { CERTIFY_PATH } from './issuer-client.ts';
 import type { Issuer } from './issuer.ts';
 import { generateP256, privateKeyPem, signLeaf } from './x509.ts';
 
-/** The path sidecars POST their CSR to; the API of `outrigger identity`. */
-export const CERTIFY_PATH = '/v1/certificates';
 const MAX_BODY_BYTES = 64 * 1024;
 /** The issuer's own serving certificate: signed by the mesh CA, so sidecars trust it with the bundle. */
 const SERVING_TTL_MS = 7 * 24 * 3600_000;

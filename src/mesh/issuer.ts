@@ -2,6 +2,7 @@ import type { Clock } from '../shared/clock.ts';
 import { errorMessage, OutriggerError } from '../shared/errors.ts';
 import type { Logger } from '../shared/log.ts';
 import type { IssuingCa } from './ca.ts';
+import type { IssuedCertificate } from './issuer-client.ts';
 import { formatSpiffeId, idFromServiceAccountUser } from './spiffe.ts';
 import { parseCsr, signLeaf } from './x509.ts';
 
@@ -32,15 +33,8 @@ export interface IssuerOptions {
   reviewTimeoutMs?: number;
 }
 
-export interface Certified {
-  spiffeId: string;
-  certificate: string;
-  /** Intermediates to send with the certificate (empty for a root CA). */
-  chain: string[];
-  trustBundle: string;
-  notBefore: number;
-  notAfter: number;
-}
+/** The certificate and what the sidecar needs with it. */
+export type Certified = IssuedCertificate;
 
 /** Clock skew between nodes: a certificate is valid a little before it was signed (Linkerd: 20 s). */
 const BACKDATE_MS = 20_000;

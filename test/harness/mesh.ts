@@ -148,3 +148,18 @@ export function postCsr(
     req.end(payload);
   });
 }
+
+/** An unsigned JWT-shaped token naming a service account, for fakes that never verify it. */
+export function fakeSaToken(ns: string, sa: string, n = 0): string {
+  const part = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
+  return `${part({ alg: 'none' })}.${part({ sub: `system:serviceaccount:${ns}:${sa}`, n })}.sig`;
+}
+
+/** Waits (real time, bounded) for work that runs on libuv's thread pool, such as key generation. */
+export async function until(what: string, cond: () => boolean, limitMs = 10_000): Promise<void> {
+  const start = Date.now();
+  while (!cond()) {
+    if (Date.now() - start > limitMs) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}

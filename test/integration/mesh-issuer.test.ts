@@ -1,13 +1,16 @@
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { startIdentity, type RunningIssuer } from '../../src/compose/identity.ts';
 import type { KubeConnection } from '../../src/discovery/kube/connection.ts';
+import { issuerClient } from '../../src/mesh/issuer-client.ts';
+import { WorkloadIdentity } from '../../src/mesh/workload-identity.ts';
 import { createCsr, generateP256 } from '../../src/mesh/x509.ts';
+import { systemClock, systemRandom } from '../../src/shared/clock.ts';
 import { createLogger } from '../../src/shared/log.ts';
 import { startCluster } from '../harness/cluster.ts';
 import { waitFor } from '../harness/discovery.ts';
@@ -61,7 +64,8 @@ async function issuerEnv(t: TestContext, opts: { rbac: boolean }) {
       ...(token ? { token } : {}),
       csr,
     });
-  return { cluster, admin, ns, post, trustBundle, ca };
+  const url = new URL(`https://127.0.0.1:${running.server.port}`);
+  return { cluster, admin, ns, post, trustBundle, ca, running, url };
 }
 
 test('the issuer signs for pod-bound tokens checked with the real TokenReview API, and nothing else', async (t) => {
@@ -188,4 +192,45 @@ test('manifests/identity and the CA manifests of gen-mesh-ca pass server-side dr
   assert.equal(ca.status, 0, ca.out);
   assert.match(ca.out, /secret\/outrigger-identity-ca/);
   assert.match(ca.out, /configmap\/outrigger-trust-bundle/);
+});
+
+test('a sidecar identity from the real issuer survives a sidecar restart while the issuer is down', async (t) => {
+  const env = await issuerEnv(t, { rbac: true });
+  if (!env) return;
+  const { admin, ns, trustBundle, running, url } = env;
+  await admin.createServiceAccount(ns, 'web');
+  await createPod(admin, ns, 'web-0', 'web');
+  const dir = mkdtempSync(join(tmpdir(), 'outrigger-sidecar-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const tokenFile = join(dir, 'token');
+  writeFileSync(
+    tokenFile,
+    await admin.mintToken(ns, 'web', { audiences: ['outrigger-identity'], boundPodName: 'web-0' }),
+  );
+  const sidecar = () => {
+    const id = new WorkloadIdentity({
+      trustDomain: 'cluster.local',
+      tokenFile,
+      storeDir: join(dir, 'emptydir'),
+      request: issuerClient({ url, trustBundle: () => trustBundle, servername: SERVING_NAME }),
+      clock: systemClock,
+      random: systemRandom,
+      log,
+    });
+    t.after(() => id.close());
+    return id;
+  };
+  const first = sidecar();
+  await first.start();
+  const issued = first.current();
+  assert.ok(issued, JSON.stringify(first.status()));
+  assert.equal(first.status().spiffeId, `spiffe://cluster.local/ns/${ns}/sa/web`);
+  first.close();
+
+  await running.close(); // the issuer is down
+  const restarted = sidecar();
+  await restarted.start();
+  assert.equal(restarted.status().source, 'stored');
+  assert.equal(restarted.current()?.certificate, issued.certificate);
+  assert.equal(restarted.status().ready, true);
 });
