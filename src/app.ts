@@ -70,6 +70,8 @@ export interface DataPathDeps {
   /** Redacted configuration for /debug/config. */
   configView?: () => unknown;
   metricsExtra?: () => Record<string, { help: string; value: number }>;
+  /** More /debug sections (mesh identity). */
+  debugExtra?: Record<string, () => unknown>;
   /** Grace period of a drain started by POST /drain (SIGTERM passes its own). */
   drainGraceMs?: number;
   /** Transparent capture: how long a silent client is waited for before it is treated as TCP. */
@@ -203,6 +205,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       config: () => deps.configView?.() ?? config,
       balancer: () => balancers.view(),
       connections: () => ({ ...sidecar.connections(), upstream: agents.stats() }),
+      ...deps.debugExtra,
     },
     drain: () => void dataPath.drain(deps.drainGraceMs ?? 25_000).catch(() => {}),
   });
@@ -291,6 +294,16 @@ export async function runProxy(
     import('./tracing/index.ts'),
   ]);
   const discovery = await createDiscovery(config, { clock, random: systemRandom, logger: log, env });
+  // Mesh identity only when asked for: the X.509 code is not loaded otherwise.
+  const mesh =
+    config.mtls === 'off'
+      ? undefined
+      : await import('./mesh/sidecar-identity.ts')
+          .then((m) => m.startSidecarIdentity(config, { clock, random: systemRandom, log }))
+          .catch(async (e: unknown) => {
+            await discovery.close();
+            throw e;
+          });
   const pod = podMetaFromEnv(env);
   const labels = readPodFile(join(podInfoDir, 'labels'));
   const zone = config.zone ?? labels['topology.kubernetes.io/zone'];
@@ -331,6 +344,7 @@ export async function runProxy(
     ...(tracing.enabled ? { observer: tracing.observer } : {}),
     ...(originalDestination ? { originalDestination } : {}),
     configView: () => config,
+    ...(mesh ? { debugExtra: { identity: () => mesh.view() } } : {}),
     drainGraceMs: config.drainSeconds * 1000,
     metricsExtra: () => {
       const t = tracing.stats();
@@ -339,6 +353,7 @@ export async function runProxy(
           help: 'Spans dropped (queue full or export failed)',
           value: t.dropped,
         },
+        ...mesh?.identity.metrics(),
       };
     },
   });
@@ -346,6 +361,7 @@ export async function runProxy(
     await dataPath.start();
   } catch (e) {
     // A port in use must not leave discovery's watches and timers holding the process open.
+    mesh?.close();
     await Promise.allSettled([dataPath.close(), tracing.shutdown(), discovery.close()]);
     throw e;
   }
@@ -372,7 +388,10 @@ export async function runProxy(
       watcher?.close();
       void dataPath
         .drain(config.drainSeconds * 1000)
-        .then(() => Promise.allSettled([tracing.shutdown(), discovery.close(), dataPath.close()]))
+        .then(() => {
+          mesh?.close();
+          return Promise.allSettled([tracing.shutdown(), discovery.close(), dataPath.close()]);
+        })
         .finally(resolve);
     };
     process.on('SIGTERM', () => stop('SIGTERM'));

@@ -59,6 +59,27 @@ export function formatStatus(ready: boolean, d: DiscoveryView, now: number): str
   return lines.join('\n');
 }
 
+/** The mesh identity line(s), from /debug/identity (absent when mTLS is off). */
+export interface IdentityView {
+  spiffeId: string;
+  ready: boolean;
+  source: string;
+  notAfter?: string;
+  renewAt?: string;
+  renewalFailures: number;
+  lastError?: string;
+}
+
+export function formatIdentity(v: IdentityView, now: number): string {
+  const left = v.notAfter ? `${Math.round((Date.parse(v.notAfter) - now) / 1000)}s` : '-';
+  const lines = [
+    `identity: ${v.spiffeId}   valid: ${v.ready ? 'yes' : 'no'} (${v.source})   expires in: ${left}   renewal failures: ${v.renewalFailures}`,
+  ];
+  if (v.renewAt) lines.push(`  next renewal: ${v.renewAt}`);
+  if (v.lastError) lines.push(`  last error: ${v.lastError}`);
+  return lines.join('\n');
+}
+
 export function statusCommand(): Command {
   return new Command('status')
     .description("print a running sidecar's discovery state from its admin API")
@@ -67,9 +88,11 @@ export function statusCommand(): Command {
     .action(async (flags: { admin: string; json?: boolean }) => {
       let ready: { status: number; body: unknown };
       let discovery: { status: number; body: unknown };
+      let identity: { status: number; body: unknown };
       try {
         ready = await getJson(flags.admin, '/readyz');
         discovery = await getJson(flags.admin, '/debug/discovery');
+        identity = await getJson(flags.admin, '/debug/identity');
       } catch (e) {
         throw new OutriggerError(
           'kube_unavailable',
@@ -85,6 +108,8 @@ export function statusCommand(): Command {
         process.stdout.write(JSON.stringify(discovery.body, null, 2) + '\n');
         return;
       }
+      if (identity.status === 200)
+        process.stdout.write(formatIdentity(identity.body as IdentityView, Date.now()) + '\n\n');
       process.stdout.write(
         formatStatus(ready.status === 200, discovery.body as DiscoveryView, Date.now()) + '\n',
       );

@@ -1,4 +1,9 @@
-import { OutriggerError } from '../shared/errors.ts';
+import {
+  parseValue,
+  trustDomain as trustDomainParser,
+  validNamespace,
+  validServiceAccount,
+} from '../config/parse.ts';
 
 /**
  * A workload's identity: spiffe://<trust-domain>/ns/<namespace>/sa/<service-account>, the one URI
@@ -12,13 +17,6 @@ export interface SpiffeId {
 }
 
 const TRUST_DOMAIN = /^[a-z0-9._-]{1,255}$/;
-/** Namespace names are DNS-1123 labels. */
-const LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-/** ServiceAccount names are DNS-1123 subdomains. */
-const SUBDOMAIN = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-
-export const validNamespace = (s: string): boolean => LABEL.test(s);
-export const validServiceAccount = (s: string): boolean => SUBDOMAIN.test(s);
 
 export function formatSpiffeId(id: SpiffeId): string {
   return `spiffe://${id.trustDomain}/ns/${id.namespace}/sa/${id.serviceAccount}`;
@@ -29,21 +27,15 @@ export function validTrustDomain(td: string): boolean {
 }
 
 /** Checks a trust domain from a flag; the message names the key and what is allowed. */
-export function checkTrustDomain(key: string, td: string): string {
-  if (!validTrustDomain(td))
-    throw new OutriggerError(
-      'config_invalid',
-      `invalid ${key}=${JSON.stringify(td)}: allowed is 1-255 characters of a-z, 0-9, '.', '_', '-' (for example cluster.local)`,
-    );
-  return td;
-}
+export const checkTrustDomain = (key: string, td: string): string =>
+  parseValue(trustDomainParser, key, td, 'flag');
 
 /** Parses an Outrigger workload id; undefined for anything else (other SPIFFE paths, other schemes). */
 export function parseSpiffeId(uri: string): SpiffeId | undefined {
   const m = /^spiffe:\/\/([^/]+)\/ns\/([^/]+)\/sa\/([^/]+)$/.exec(uri);
   if (!m || uri.length > 2048) return undefined;
   const [, trustDomain = '', namespace = '', serviceAccount = ''] = m;
-  if (!validTrustDomain(trustDomain) || !LABEL.test(namespace) || !SUBDOMAIN.test(serviceAccount))
+  if (!validTrustDomain(trustDomain) || !validNamespace(namespace) || !validServiceAccount(serviceAccount))
     return undefined;
   return { trustDomain, namespace, serviceAccount };
 }
@@ -53,7 +45,7 @@ export function idFromServiceAccountUser(trustDomain: string, username: string):
   const m = /^system:serviceaccount:([^:]+):([^:]+)$/.exec(username);
   if (!m) return undefined;
   const [, namespace = '', serviceAccount = ''] = m;
-  if (!LABEL.test(namespace) || !SUBDOMAIN.test(serviceAccount)) return undefined;
+  if (!validNamespace(namespace) || !validServiceAccount(serviceAccount)) return undefined;
   return { trustDomain, namespace, serviceAccount };
 }
 

@@ -7,6 +7,7 @@
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
 import { createPrivateKey, generateKeyPair, randomBytes, webcrypto, type KeyObject } from 'node:crypto';
+import { isIP } from 'node:net';
 import { promisify } from 'node:util';
 import { OutriggerError } from '../shared/errors.ts';
 
@@ -119,7 +120,8 @@ export async function signLeaf(signer: Signer, req: LeafRequest): Promise<string
       : req.publicKey.toCryptoKey(P256, true, ['verify']);
   const names: x509.JsonGeneralName[] = [
     ...(req.uri ? [{ type: 'url' as const, value: req.uri }] : []),
-    ...(req.dns ?? []).map((value) => ({ type: 'dns' as const, value })),
+    // An address among the names (an issuer reached by IP) is an IP SAN: TLS checks IPs against those.
+    ...(req.dns ?? []).map((value) => ({ type: isIP(value) ? ('ip' as const) : ('dns' as const), value })),
   ];
   const serial = randomBytes(16);
   serial[0] = (serial[0] ?? 0) & 0x7f; // a positive INTEGER
