@@ -29,6 +29,7 @@ import { Router } from './routing/router.ts';
 import { systemClock, systemRandom, type Clock, type Random } from './shared/clock.ts';
 import { errorMessage } from './shared/errors.ts';
 import { createLogger, type Logger, type LogLevel } from './shared/log.ts';
+import type { MeshWiring } from './mesh/wiring.ts';
 
 export type DataPathConfig = Pick<
   Config,
@@ -70,6 +71,8 @@ export interface DataPathDeps {
   /** Redacted configuration for /debug/config. */
   configView?: () => unknown;
   metricsExtra?: () => Record<string, { help: string; value: number }>;
+  /** Mutual TLS between sidecars: the egress dialer and the mesh listener. */
+  mesh?: MeshWiring;
   /** More /debug sections (mesh identity). */
   debugExtra?: Record<string, () => unknown>;
   /** Grace period of a drain started by POST /drain (SIGTERM passes its own). */
@@ -80,7 +83,7 @@ export interface DataPathDeps {
 
 export interface DataPath {
   start(): Promise<void>;
-  ports(): { egress: number; ingress: number; admin: number };
+  ports(): { egress: number; ingress: number; admin: number; mesh?: number };
   /** SIGTERM: ingress stops, egress serves until the app has gone or graceMs ends. */
   drain(graceMs: number): Promise<void>;
   close(): Promise<void>;
@@ -109,13 +112,18 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       log.warn('endpoint ejected', { service, endpoint });
     },
   });
-  const agents = new AgentPool();
-  const forwarder = new Forwarder({
-    agents,
-    clock,
-    connectTimeoutMs: config.connectTimeoutMs,
-    responseTimeoutMs: config.requestTimeoutMs,
-  });
+  const forwarderOn = (agents: AgentPool): Forwarder =>
+    new Forwarder({
+      agents,
+      clock,
+      connectTimeoutMs: config.connectTimeoutMs,
+      responseTimeoutMs: config.requestTimeoutMs,
+    });
+  // With the mesh, egress dials endpoints through mutual TLS; the app next door stays plaintext.
+  const agents = new AgentPool(deps.mesh ? { dial: deps.mesh.dial } : {});
+  const appAgents = deps.mesh ? new AgentPool() : agents;
+  const forwarder = forwarderOn(agents);
+  const appForwarder = deps.mesh ? forwarderOn(appAgents) : forwarder;
   const ownPorts = new Set([config.egressPort, config.ingressPort, config.adminPort]);
   const transparent = config.capture === 'transparent';
   const od = transparent ? deps.originalDestination : undefined;
@@ -146,18 +154,34 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     idleTimeoutMs: config.idleTimeoutMs,
   });
   const appHost = deps.hosts?.app ?? '127.0.0.1';
-  const ingress = new IngressHandler({
-    forwarder,
+  const ingressOptions = {
+    forwarder: appForwarder,
     observer,
     log: log.child({ listener: 'ingress' }),
     clock,
     appPorts: config.appPorts,
     appHost,
     ownPorts,
-    ...(od ? { originalDestination: od } : {}),
     connectTimeoutMs: config.connectTimeoutMs,
     idleTimeoutMs: config.idleTimeoutMs,
+  };
+  const ingress = new IngressHandler({
+    ...ingressOptions,
+    ...(od ? { originalDestination: od } : {}),
+    ...(deps.mesh ? { refuse: deps.mesh.refusePlaintext } : {}),
   });
+  const limits = { ...defaultLimits, keepAliveTimeoutMs: config.idleTimeoutMs, ...deps.limits };
+  // Meshed callers: the app port from the handshake, their identity to the app.
+  const meshListener = deps.mesh?.listener(
+    new IngressHandler({
+      ...ingressOptions,
+      log: log.child({ listener: 'mesh' }),
+      originalDestination: deps.mesh.destination,
+      callerIdentity: deps.mesh.callerIdentity,
+    }).onRequest,
+    ownPorts,
+    limits,
+  );
   const sidecar = new Sidecar({
     egress: {
       host: deps.hosts?.egress ?? '127.0.0.1',
@@ -167,7 +191,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       ...(transparent && !deps.hosts?.egress ? { extraHosts: ['::1'] } : {}),
     },
     ingress: { host: deps.hosts?.ingress ?? '::', port: config.ingressPort, handler: ingress },
-    limits: { ...defaultLimits, keepAliveTimeoutMs: config.idleTimeoutMs, ...deps.limits },
+    limits,
     sniff: transparent,
     detectTimeoutMs: deps.detectTimeoutMs ?? 1_000,
     ...(od ? { originalDestination: od } : {}),
@@ -205,6 +229,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       config: () => deps.configView?.() ?? config,
       balancer: () => balancers.view(),
       connections: () => ({ ...sidecar.connections(), upstream: agents.stats() }),
+      ...(deps.mesh ? { mesh: () => deps.mesh?.stats() } : {}),
       ...deps.debugExtra,
     },
     drain: () => void dataPath.drain(deps.drainGraceMs ?? 25_000).catch(() => {}),
@@ -215,13 +240,19 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     sidecar,
     async start() {
       await sidecar.start();
+      await meshListener?.start();
       await admin.start();
       // With port 0 (tests) the bound ports are known only now; the loop guard must see them.
       for (const p of Object.values(dataPath.ports())) ownPorts.add(p);
     },
-    ports: () => ({ ...sidecar.ports(), admin: admin.port() }),
+    ports: () => ({
+      ...sidecar.ports(),
+      admin: admin.port(),
+      ...(meshListener ? { mesh: meshListener.port() } : {}),
+    }),
     drain(graceMs) {
       draining = true;
+      meshListener?.stopAccepting();
       drainPromise ??= sidecar.drain(graceMs, () =>
         appGone([appHost, ...(deps.podIP ? [deps.podIP] : [])], config.appPorts),
       );
@@ -230,6 +261,8 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     async close() {
       sidecar.close();
       agents.destroy();
+      appAgents.destroy();
+      await meshListener?.close();
       await admin.close();
     },
   };
@@ -299,7 +332,18 @@ export async function runProxy(
     config.mtls === 'off'
       ? undefined
       : await import('./mesh/sidecar-identity.ts')
-          .then((m) => m.startSidecarIdentity(config, { clock, random: systemRandom, log }))
+          .then((m) =>
+            m.startSidecarIdentity(
+              { ...config, mtls: config.mtls as 'permissive' | 'strict' },
+              {
+                clock,
+                random: systemRandom,
+                log,
+                // As the ingress does under transparent capture: the app at the pod's own address.
+                appHost: (config.capture === 'transparent' && env.OUTRIGGER_POD_IP) || '127.0.0.1',
+              },
+            ),
+          )
           .catch(async (e: unknown) => {
             await discovery.close();
             throw e;
@@ -344,7 +388,7 @@ export async function runProxy(
     ...(tracing.enabled ? { observer: tracing.observer } : {}),
     ...(originalDestination ? { originalDestination } : {}),
     configView: () => config,
-    ...(mesh ? { debugExtra: { identity: () => mesh.view() } } : {}),
+    ...(mesh ? { debugExtra: { identity: () => mesh.view() }, mesh: mesh.wiring } : {}),
     drainGraceMs: config.drainSeconds * 1000,
     metricsExtra: () => {
       const t = tracing.stats();

@@ -365,6 +365,14 @@ export const options = {
       'mesh identity and mutual TLS: off; permissive (a certificate from outrigger identity, plaintext still accepted); strict (meshed callers only)',
     scope: 'proxy',
   }),
+  meshPort: opt({
+    flag: '--mesh-port <port>',
+    env: 'OUTRIGGER_MESH_PORT',
+    parser: p.port,
+    default: 7403,
+    describe: 'mutual-TLS listener for meshed callers (the same on every pod)',
+    scope: 'proxy',
+  }),
   allowFrom: opt<p.AllowRule[]>({
     flag: '--allow-from <rules>',
     env: 'OUTRIGGER_ALLOW_FROM',

@@ -2,17 +2,27 @@ import type { Config } from '../config/options.ts';
 import type { Clock, Random } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
 import { issuerClient } from './issuer-client.ts';
+import { MeshTls } from './mesh-tls.ts';
+import { meshWiring, type MeshWiring } from './wiring.ts';
 import { TrustBundle } from './trust-bundle.ts';
 import { WorkloadIdentity } from './workload-identity.ts';
 
 export type SidecarIdentityConfig = Pick<
   Config,
-  'trustDomain' | 'identityIssuer' | 'identityTokenFile' | 'identityDir' | 'trustBundleFile'
->;
+  | 'trustDomain'
+  | 'identityIssuer'
+  | 'identityTokenFile'
+  | 'identityDir'
+  | 'trustBundleFile'
+  | 'meshPort'
+  | 'allowFrom'
+> & { mtls: 'permissive' | 'strict' };
 
 export interface SidecarIdentity {
   identity: WorkloadIdentity;
   bundle: TrustBundle;
+  /** The data path's side: mutual TLS out, the mesh listener in. */
+  wiring: MeshWiring;
   /** For /debug/identity and `outrigger status`. */
   view(): unknown;
   close(): void;
@@ -25,7 +35,7 @@ export interface SidecarIdentity {
  */
 export async function startSidecarIdentity(
   config: SidecarIdentityConfig,
-  deps: { clock: Clock; random: Random; log: Logger },
+  deps: { clock: Clock; random: Random; log: Logger; appHost: string },
 ): Promise<SidecarIdentity> {
   const bundle = new TrustBundle({ file: config.trustBundleFile, clock: deps.clock, log: deps.log });
   await bundle.start();
@@ -44,9 +54,19 @@ export async function startSidecarIdentity(
     bundle.close();
     throw e;
   }
+  const wiring = meshWiring({
+    tls: new MeshTls({ identity, bundle }, config.trustDomain),
+    meshPort: config.meshPort,
+    appHost: deps.appHost,
+    allowFrom: () => config.allowFrom,
+    mode: config.mtls,
+    clock: deps.clock,
+    log: deps.log,
+  });
   return {
     identity,
     bundle,
+    wiring,
     view: () => ({ ...identity.status(), trustBundleReloads: bundle.reloads }),
     close: () => {
       identity.close();

@@ -1,4 +1,5 @@
 import { Agent } from 'node:http';
+import type { Socket } from 'node:net';
 import { LRUCache } from 'lru-cache';
 
 /**
@@ -12,14 +13,21 @@ export interface AgentPoolOptions {
   /** Idle time after which a pooled upstream socket is closed. */
   freeSocketMs?: number;
   maxAgents?: number;
+  /**
+   * Opens upstream connections instead of Node's net.connect (mutual TLS to meshed endpoints).
+   * Asynchronous: the callback gets a connected socket or the connect error.
+   */
+  dial?: (host: string, port: number, cb: (err: Error | null, socket?: Socket) => void) => void;
 }
 
 export class AgentPool {
   readonly #agents: LRUCache<string, Agent>;
   readonly #freeSocketMs: number;
+  readonly #dial: AgentPoolOptions['dial'];
 
   constructor(o: AgentPoolOptions = {}) {
     this.#freeSocketMs = o.freeSocketMs ?? 4_000;
+    this.#dial = o.dial;
     this.#agents = new LRUCache({ max: o.maxAgents ?? 1_000, dispose: (agent) => agent.destroy() });
   }
 
@@ -28,6 +36,9 @@ export class AgentPool {
     let agent = this.#agents.get(key);
     if (!agent) {
       agent = new Agent({ keepAlive: true, timeout: this.#freeSocketMs, scheduling: 'lifo' });
+      const dial = this.#dial;
+      if (dial)
+        agent.createConnection = (_opts, cb) => void dial(host, port, (err, s) => cb?.(err, s as Socket));
       this.#agents.set(key, agent);
     }
     return agent;

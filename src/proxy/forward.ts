@@ -227,6 +227,13 @@ export class Forwarder {
       this.#hooks.set(req, {
         onProxyReq: (pr) => {
           proxyReq = pr;
+          // A dialer that connects asynchronously (mutual TLS to a mesh port, see AgentPool) hands
+          // the socket over connected: it is new unless the request says it reused one.
+          if (!pr.socket && !pr.reusedSocket)
+            return void pr.once('socket', () => {
+              connected = true;
+              replay?.connected();
+            });
           const socket: Socket | null = pr.socket;
           if (socket && socket.connecting) {
             const t = this.#o.clock.setTimer(this.#o.connectTimeoutMs, () => {

@@ -6,7 +6,8 @@ import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import type { IssuingCa } from '../../src/mesh/ca.ts';
 import type { TokenReviewer, TokenReviewResult } from '../../src/mesh/issuer.ts';
-import { selfSignedCa } from '../../src/mesh/x509.ts';
+import type { Credentials } from '../../src/mesh/identity-store.ts';
+import { generateP256, selfSignedCa, signLeaf } from '../../src/mesh/x509.ts';
 import { KubeError, type KubeAdmin } from './kube.ts';
 import { repoRoot } from './tools.ts';
 
@@ -162,4 +163,30 @@ export async function until(what: string, cond: () => boolean, limitMs = 10_000)
     if (Date.now() - start > limitMs) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 5));
   }
+}
+
+/** Credentials for a SPIFFE id, signed by a test CA, as WorkloadIdentity would hold them. */
+export async function credentialsFor(
+  ca: IssuingCa,
+  spiffeId: string,
+  now = Date.now(),
+): Promise<Credentials> {
+  const keys = await generateP256();
+  const notBefore = now - 60_000;
+  const notAfter = now + 3600_000;
+  const certificate = await signLeaf(ca.signer, {
+    publicKey: keys.publicKey,
+    uri: spiffeId,
+    notBefore: new Date(notBefore),
+    notAfter: new Date(notAfter),
+  });
+  return { spiffeId, key: keys.privateKey, certificate, chain: ca.chain, notBefore, notAfter };
+}
+
+/** Fixed sources for MeshTls: one certificate, one bundle, never rotating. */
+export function fixedSources(creds: Credentials | undefined, bundle: string) {
+  return {
+    identity: { current: () => creds, onChange: () => {} },
+    bundle: { pem: () => bundle, onChange: () => {} },
+  };
 }
