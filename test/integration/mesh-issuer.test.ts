@@ -192,6 +192,29 @@ test('manifests/identity and the CA manifests of gen-mesh-ca pass server-side dr
   assert.equal(ca.status, 0, ca.out);
   assert.match(ca.out, /secret\/outrigger-identity-ca/);
   assert.match(ca.out, /configmap\/outrigger-trust-bundle/);
+
+  // A pod asking for mutual TLS, injected: the identity token, emptyDir and trust volumes validate.
+  const pod = [
+    'apiVersion: v1',
+    'kind: Pod',
+    'metadata: {name: web, namespace: default, annotations: {outrigger.dev/mtls: strict}}',
+    'spec: {containers: [{name: app, image: example.invalid/app:1, ports: [{containerPort: 8080}]}]}',
+  ].join('\n');
+  const injected = spawnSync(process.execPath, [join(repoRoot, 'src/main.ts'), 'inject', '-f', '-'], {
+    input: pod,
+    encoding: 'utf8',
+  });
+  assert.equal(injected.status, 0, injected.stderr);
+  assert.match(injected.stdout, /audience: outrigger-identity/);
+  const r = spawnSync(
+    kubectl,
+    ['--kubeconfig', cluster.kubeconfigPath, 'apply', '--dry-run=server', '-f', '-'],
+    {
+      input: injected.stdout,
+      encoding: 'utf8',
+    },
+  );
+  assert.equal(r.status, 0, `${r.stdout}${r.stderr}`);
 });
 
 test('a sidecar identity from the real issuer survives a sidecar restart while the issuer is down', async (t) => {
