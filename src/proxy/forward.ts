@@ -6,7 +6,7 @@ import type { Clock, Timer } from '../shared/clock.ts';
 import type { Outcome } from '../balance/balancer.ts';
 import type { AgentPool } from './agents.ts';
 import { BodyReplay } from './body-replay.ts';
-import { hasBody, IDEMPOTENT, stripHopByHop } from './headers.ts';
+import { IDEMPOTENT, requestFraming, stripHopByHop } from './headers.ts';
 import type { Hop } from './observer.ts';
 import { sendError, type ProxyErrorCode } from './status.ts';
 
@@ -99,6 +99,7 @@ export class Forwarder {
         upstream.once('close', () => socket.destroy());
       });
     });
+    (this.#proxy as unknown as WebPasses).before('web', 'stream', (req) => frame(req));
     this.#proxy.on('error', () => {});
     this.#proxy.on('econnreset', () => {});
   }
@@ -118,8 +119,10 @@ export class Forwarder {
     hop: Hop,
   ): Promise<ForwardResult> {
     const tried = new Set<string>();
-    const bodiless = !hasBody(req.headers);
-    // A body is kept (bounded) only where a second attempt is possible.
+    const framing = requestFraming(req);
+    const bodiless = framing.kind === 'none';
+    // A body is kept (bounded) only where a second attempt is possible; without a complete copy a
+    // failed attempt is answered, never retried with what is left of the body.
     const replay = !bodiless && plan.maxAttempts > 1 ? new BodyReplay(req) : undefined;
     const statusRetryable = bodiless && IDEMPOTENT.has(req.method ?? '') && plan.retryStatuses.size > 0;
     const withdraw = (): boolean => !plan.budget || plan.budget.tryWithdraw();
@@ -289,6 +292,24 @@ export class Forwarder {
       );
     });
   }
+}
+
+interface WebPasses {
+  before(type: 'web', pass: 'stream', fn: (req: IncomingMessage) => void): void;
+}
+
+/**
+ * The upstream request carries the client's framing. Transfer-Encoding is hop-by-hop and was
+ * removed, and http-proxy turns a DELETE or OPTIONS without Content-Length into `Content-Length: 0`,
+ * after which the body bytes would reach the upstream as a second request. Runs as http-proxy's
+ * last pass before the upstream request is built.
+ */
+function frame(req: IncomingMessage): void {
+  const framing = requestFraming(req);
+  if (framing.kind === 'chunked') {
+    delete req.headers['content-length'];
+    req.headers['transfer-encoding'] = 'chunked';
+  } else if (framing.kind === 'length') req.headers['content-length'] = String(framing.length);
 }
 
 function retryReason(last: AttemptResult | undefined): string {
