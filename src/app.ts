@@ -115,6 +115,8 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     responseTimeoutMs: config.requestTimeoutMs,
   });
   const ownPorts = new Set([config.egressPort, config.ingressPort, config.adminPort]);
+  // Egress may reach the ingress listener (it delivers to the app, never back): a pod calling itself.
+  const egressLoopPorts = new Set([config.egressPort, config.adminPort]);
   const transparent = config.capture === 'transparent';
   const od = transparent ? deps.originalDestination : undefined;
   const egress = new EgressHandler({
@@ -130,7 +132,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       balancers,
       affinity: new AffinityTable(clock),
       egressPolicy: config.egressPolicy as 'allow-all' | 'cluster-only',
-      ownPorts,
+      ownPorts: egressLoopPorts,
       retryStatuses: new Set(config.retryStatuses),
       maxAttempts: MAX_ATTEMPTS,
       onConnectError: (service) => metrics.connectError(service),
@@ -139,6 +141,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     observer,
     log: log.child({ listener: 'egress' }),
     clock,
+    random,
     ...(od ? { originalDestination: od } : {}),
     connectTimeoutMs: config.connectTimeoutMs,
     idleTimeoutMs: config.idleTimeoutMs,
@@ -214,7 +217,9 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       await sidecar.start();
       await admin.start();
       // With port 0 (tests) the bound ports are known only now; the loop guard must see them.
-      for (const p of Object.values(dataPath.ports())) ownPorts.add(p);
+      const { egress: e, ingress: i, admin: a } = dataPath.ports();
+      for (const p of [e, i, a]) ownPorts.add(p);
+      for (const p of [e, a]) egressLoopPorts.add(p);
     },
     ports: () => ({ ...sidecar.ports(), admin: admin.port() }),
     drain(graceMs) {

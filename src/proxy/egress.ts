@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import type { Clock } from '../shared/clock.ts';
+import type { Clock, Random } from '../shared/clock.ts';
 import { errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/log.ts';
 import { ThrottledLog } from '../shared/log-throttle.ts';
@@ -10,6 +10,7 @@ import type { Destination, OriginalDestination } from './capture-port.ts';
 import { decide, type Decision, type EgressPolicy } from './egress-plan.ts';
 import type { Forwarder } from './forward.ts';
 import { upstreamRequestHeaders } from './headers.ts';
+import { hopToken, markHop, seenBefore } from './loop.ts';
 import { endOnce, startRequestHop, type Hop, type HopObserver } from './observer.ts';
 import { sendError, statusOf, writeSocketError, type ProxyErrorCode } from './status.ts';
 import { openUpstream, splice } from './tunnel.ts';
@@ -25,6 +26,8 @@ export interface EgressOptions {
   observer: HopObserver;
   log: Logger;
   clock: Clock;
+  /** For this listener's hop token (the loop marker). */
+  random: Random;
   originalDestination?: OriginalDestination;
   connectTimeoutMs: number;
   idleTimeoutMs: number;
@@ -35,10 +38,12 @@ type Target = { dest: RouteDestination; original?: Destination } | { error: stri
 export class EgressHandler {
   readonly #o: EgressOptions;
   readonly #problems: ThrottledLog;
+  readonly #token: string;
 
   constructor(o: EgressOptions) {
     this.#o = o;
     this.#problems = new ThrottledLog(o.log, o.clock);
+    this.#token = hopToken(o.random);
   }
 
   readonly onRequest = (req: IncomingMessage, res: ServerResponse): void => {
@@ -98,7 +103,7 @@ export class EgressHandler {
       hop.end({ status, errorCode: decision.code, errorMessage: decision.detail });
       return;
     }
-    req.headers = upstreamRequestHeaders(req.headers, req.socket.remoteAddress) as IncomingMessage['headers'];
+    req.headers = this.#upstreamHeaders(req, false);
     const result = await this.#o.forwarder.forward(req, res, decision, hop);
     if (result.errorCode)
       this.#problems.warn(`${result.errorCode}\u0000${decision.service ?? ''}`, 'egress request failed', {
@@ -116,11 +121,7 @@ export class EgressHandler {
     if (!up) return this.#socketFail(socket, hop, 'upstream_failed', 'no endpoint');
     hop.setEndpoint(up.host, up.port);
     const done = decision.start(up);
-    req.headers = upstreamRequestHeaders(
-      req.headers,
-      req.socket.remoteAddress,
-      true,
-    ) as IncomingMessage['headers'];
+    req.headers = this.#upstreamHeaders(req, true);
     const trace: Record<string, string> = {};
     hop.inject(trace);
     Object.assign(req.headers, trace);
@@ -191,8 +192,16 @@ export class EgressHandler {
     hop.end({ status: http ? 200 : 0 });
   }
 
+  #upstreamHeaders(req: IncomingMessage, upgrade: boolean): IncomingMessage['headers'] {
+    const headers = upstreamRequestHeaders(req.headers, req.socket.remoteAddress, upgrade);
+    markHop(headers, this.#token);
+    return headers as IncomingMessage['headers'];
+  }
+
   /** Destination of an HTTP request, then the decision; a malformed target is a bad_request decision. */
   async #route(req: IncomingMessage, hop: Hop): Promise<Decision> {
+    if (seenBefore(req.headers, this.#token))
+      return { kind: 'error', code: 'loop_detected', detail: 'this request already passed this sidecar' };
     const target = this.#target(req);
     if ('error' in target) return { kind: 'error', code: 'bad_request', detail: target.error };
     const decision = await decide(

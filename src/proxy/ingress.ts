@@ -7,6 +7,7 @@ import { ThrottledLog } from '../shared/log-throttle.ts';
 import type { Destination, OriginalDestination } from './capture-port.ts';
 import type { ForwardPlan, Forwarder, Upstream } from './forward.ts';
 import { upstreamRequestHeaders } from './headers.ts';
+import { HOP_HEADER, ipLiteral, isSelfAddress } from './loop.ts';
 import { endOnce, startRequestHop, type Hop, type HopObserver } from './observer.ts';
 import { sendError, statusOf, writeSocketError, type ProxyErrorCode } from './status.ts';
 import { openUpstream, splice } from './tunnel.ts';
@@ -45,7 +46,7 @@ export class IngressHandler {
       hop.end({ status, errorCode: plan.code, errorMessage: plan.error });
       return;
     }
-    req.headers = upstreamRequestHeaders(req.headers, req.socket.remoteAddress) as IncomingMessage['headers'];
+    req.headers = appHeaders(req, false);
     this.#o.forwarder
       .forward(req, res, plan, hop)
       .then((r) => {
@@ -69,11 +70,7 @@ export class IngressHandler {
     if ('error' in plan) return this.#socketFail(socket, hop, plan.code, plan.error);
     const up = plan.next(new Set()) as Upstream;
     hop.setEndpoint(up.host, up.port);
-    req.headers = upstreamRequestHeaders(
-      req.headers,
-      req.socket.remoteAddress,
-      true,
-    ) as IncomingMessage['headers'];
+    req.headers = appHeaders(req, true);
     socket.setTimeout(this.#o.idleTimeoutMs, () => socket.destroy());
     this.#o.forwarder.proxy.ws(
       req,
@@ -137,6 +134,11 @@ export class IngressHandler {
   #plan(socket: Socket): ForwardPlan | { error: string; code: ProxyErrorCode } {
     const app = this.#appAddress(socket);
     if (!app) return { error: 'no app port is configured for ingress', code: 'upstream_failed' };
+    if (this.#o.ownPorts.has(app.port) && isSelfAddress(ipLiteral(app.address) ?? app.address))
+      return {
+        error: `refusing to deliver to the sidecar's own listener ${app.port}`,
+        code: 'loop_detected',
+      };
     const up: Upstream = { id: `${app.address}:${app.port}`, host: app.address, port: app.port };
     return {
       next: (tried) => (tried.has(up.id) ? undefined : up),
@@ -151,4 +153,14 @@ export class IngressHandler {
     writeSocketError(socket, code, detail);
     hop.end({ status: statusOf[code], errorCode: code, errorMessage: detail });
   }
+}
+
+/**
+ * Request headers for the app. The loop marker ends here: the app is the end of a hop, and one
+ * that copies incoming headers onto its own calls must not look like a loop.
+ */
+function appHeaders(req: IncomingMessage, upgrade: boolean): IncomingMessage['headers'] {
+  const headers = upstreamRequestHeaders(req.headers, req.socket.remoteAddress, upgrade);
+  delete headers[HOP_HEADER];
+  return headers as IncomingMessage['headers'];
 }

@@ -24,8 +24,8 @@ export const statusOf: Readonly<Record<ProxyErrorCode, number>> = {
   upstream_failed: 502,
   upstream_timeout: 504,
   egress_denied: 403,
-  // Linkerd answers a request to its own outbound listener with 502: it is a failed upstream.
-  loop_detected: 502,
+  // RFC 5842's 508 Loop Detected: unlike a 502, it tells the client that retrying cannot help.
+  loop_detected: 508,
   bad_request: 400,
   headers_too_large: 431,
   request_timeout: 408,
@@ -41,6 +41,7 @@ const reasons: Record<number, string> = {
   502: 'Bad Gateway',
   503: 'Service Unavailable',
   504: 'Gateway Timeout',
+  508: 'Loop Detected',
 };
 
 /** Answers a request with a proxy error; safe to call when headers were already sent (it resets). */

@@ -254,7 +254,7 @@ describe('transparent mode end to end: app -> egress sidecar -> ingress sidecar 
   test('a request straight to the egress listener is refused, not looped', async (t) => {
     if (!requireNetns(t, tools)) return;
     const r = await get(client, 'http://127.0.0.1:7400/', '127.0.0.1:7400');
-    assert.equal(r.status, 502, JSON.stringify(r));
+    assert.equal(r.status, 508, JSON.stringify(r));
     assert.equal(r.headers['x-outrigger-error'], 'loop_detected');
   });
 
