@@ -113,6 +113,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     clock,
     connectTimeoutMs: config.connectTimeoutMs,
     responseTimeoutMs: config.requestTimeoutMs,
+    idleTimeoutMs: config.idleTimeoutMs,
   });
   const ownPorts = new Set([config.egressPort, config.ingressPort, config.adminPort]);
   // Egress may reach the ingress listener (it delivers to the app, never back): a pod calling itself.

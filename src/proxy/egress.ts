@@ -125,7 +125,6 @@ export class EgressHandler {
     const trace: Record<string, string> = {};
     hop.inject(trace);
     Object.assign(req.headers, trace);
-    socket.setTimeout(this.#o.idleTimeoutMs, () => socket.destroy());
     this.#o.forwarder.proxy.ws(
       req,
       socket,

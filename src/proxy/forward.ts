@@ -45,6 +45,8 @@ export interface ForwarderOptions {
   connectTimeoutMs: number;
   /** From the first byte sent to the response headers; 504 after it. */
   responseTimeoutMs: number;
+  /** A response body or an upgraded tunnel without a byte either way for this long is closed. */
+  idleTimeoutMs: number;
 }
 
 type AttemptResult =
@@ -92,9 +94,14 @@ export class Forwarder {
     this.#proxy.on('proxyReq', (proxyReq, req) => this.#hooks.get(req)?.onProxyReq(proxyReq));
     this.#proxy.on('proxyRes', (proxyRes, req) => this.#hooks.get(req)?.onProxyRes(proxyRes));
     // Errors arrive through the per-call callback; this keeps an unexpected one from crashing.
-    // http-proxy pipes upgraded sockets but never passes on a close without FIN: tie them.
+    // http-proxy pipes upgraded sockets but never passes on a close without FIN: tie them. It
+    // also clears the client socket's timeout (setupSocket), so the idle timeout is set here.
     this.#proxy.on('proxyReqWs', (proxyReq, _req, socket) => {
+      const idle = o.idleTimeoutMs;
+      socket.setTimeout(idle, () => socket.destroy());
+      socket.once('close', () => proxyReq.destroy());
       proxyReq.on('upgrade', (_res, upstream) => {
+        upstream.setTimeout(idle, () => upstream.destroy());
         socket.once('close', () => upstream.destroy());
         upstream.once('close', () => socket.destroy());
       });
@@ -223,13 +230,23 @@ export class Forwarder {
       timers.push(
         this.#o.clock.setTimer(this.#o.responseTimeoutMs, () => {
           timedOut = 'response';
-          if (proxyReq) proxyReq.destroy();
-          else settle({ kind: 'timeout', message: `no response within ${this.#o.responseTimeoutMs} ms` });
+          // Settled here, not by http-proxy's callback, which some failures never call.
+          settle({ kind: 'timeout', message: `no response within ${this.#o.responseTimeoutMs} ms` });
+          proxyReq?.destroy();
         }),
       );
       this.#hooks.set(req, {
         onProxyReq: (pr) => {
           proxyReq = pr;
+          // Without a listener Node drops the socket and the request never ends (issue seen: a
+          // client waiting forever); a 101 is only valid as the answer to an upgrade request.
+          pr.on('upgrade', (_res, upstream: Socket) => {
+            upstream.destroy();
+            settle({
+              kind: 'failed',
+              message: 'upstream switched protocols on a request that asked for none',
+            });
+          });
           const socket: Socket | null = pr.socket;
           if (socket && socket.connecting) {
             const t = this.#o.clock.setTimer(this.#o.connectTimeoutMs, () => {
@@ -256,7 +273,7 @@ export class Forwarder {
             settle({ kind: 'retry_status', status });
             return;
           }
-          const done = pipeResponse(proxyRes, res);
+          const done = pipeResponse(proxyRes, res, this.#o.idleTimeoutMs);
           settle({ kind: 'response', status, done });
         },
       });
@@ -318,8 +335,11 @@ function retryReason(last: AttemptResult | undefined): string {
   return last.kind;
 }
 
-/** Writes the upstream response downstream with hop-by-hop headers removed. */
-function pipeResponse(proxyRes: IncomingMessage, res: ServerResponse): Promise<void> {
+/**
+ * Writes the upstream response downstream with hop-by-hop headers removed. A body that stops
+ * flowing (the upstream stalls, or the client stops reading) for idleMs closes both sides.
+ */
+function pipeResponse(proxyRes: IncomingMessage, res: ServerResponse, idleMs: number): Promise<void> {
   return new Promise((resolve) => {
     const headers = stripHopByHop(proxyRes.headers);
     try {
@@ -331,6 +351,11 @@ function pipeResponse(proxyRes: IncomingMessage, res: ServerResponse): Promise<v
       resolve();
       return;
     }
+    // The upstream request's timeout watches its socket; Node removes it when the response ends.
+    (proxyRes as IncomingMessage & { req: ClientRequest }).req.setTimeout(idleMs, () => {
+      proxyRes.destroy();
+      res.destroy();
+    });
     proxyRes.on('error', () => res.destroy());
     proxyRes.on('aborted', () => res.destroy());
     res.on('close', () => {

@@ -71,7 +71,6 @@ export class IngressHandler {
     const up = plan.next(new Set()) as Upstream;
     hop.setEndpoint(up.host, up.port);
     req.headers = appHeaders(req, true);
-    socket.setTimeout(this.#o.idleTimeoutMs, () => socket.destroy());
     this.#o.forwarder.proxy.ws(
       req,
       socket,
