@@ -31,6 +31,13 @@ export const defaultLimits: ServerLimits = {
 };
 
 export type RequestHandler = (req: IncomingMessage, res: ServerResponse) => void;
+export type StreamHandler = (req: IncomingMessage, socket: Socket, head: Buffer) => void;
+
+/** The requests that become byte streams: WebSocket upgrades and CONNECT tunnels. */
+export interface StreamHandlers {
+  upgrade?: StreamHandler;
+  connect?: StreamHandler;
+}
 
 /** Called for every request the limits reject before it reaches the handler. */
 export type OnRejected = (code: ProxyErrorCode, status: number) => void;
@@ -40,8 +47,13 @@ export function createLimitedServer(
   onRequest: RequestHandler,
   log: Logger,
   onRejected: OnRejected = () => {},
+  streams: StreamHandlers = {},
 ): Server {
   const server = createServer({
+    // WebSocket is the one upgrade the proxy tunnels. Any other (h2c, which Java's HttpClient
+    // offers on every http:// URL) is ignored, as RFC 9110 section 7.8 allows: the request goes
+    // on as HTTP/1.1 without Upgrade and gets an HTTP/1.1 answer.
+    shouldUpgradeCallback: (req: IncomingMessage) => streams.upgrade !== undefined && isWebSocket(req),
     maxHeaderSize: limits.maxHeaderBytes,
     headersTimeout: limits.headersTimeoutMs,
     requestTimeout: limits.requestTimeoutMs,
@@ -67,6 +79,18 @@ export function createLimitedServer(
       sendError(res, 'upstream_failed', 'internal proxy error');
     }
   });
+  const checked =
+    (handler: StreamHandler): StreamHandler =>
+    (req, socket, head) => {
+      const problem = checkRequest(req, limits);
+      if (problem) {
+        onRejected(problem.code, writeSocketError(socket, problem.code, problem.detail));
+        return;
+      }
+      handler(req, socket, head);
+    };
+  if (streams.upgrade) server.on('upgrade', checked(streams.upgrade));
+  if (streams.connect) server.on('connect', checked(streams.connect));
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
     const code = err.code ?? '';
     if (code === 'ECONNRESET' || !socket.writable) {
@@ -88,6 +112,12 @@ export function createLimitedServer(
     log.debug('client error', { code });
   });
   return server;
+}
+
+function isWebSocket(req: IncomingMessage): boolean {
+  return String(req.headers.upgrade ?? '')
+    .split(',')
+    .some((t) => t.trim().toLowerCase() === 'websocket');
 }
 
 function checkRequest(
