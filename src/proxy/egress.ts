@@ -9,7 +9,7 @@ import type { Destination as RouteDestination } from '../routing/router.ts';
 import type { Destination, OriginalDestination } from './capture-port.ts';
 import { decide, type Decision, type EgressPolicy } from './egress-plan.ts';
 import type { Forwarder } from './forward.ts';
-import { upstreamRequestHeaders } from './headers.ts';
+import { toOriginForm, upstreamRequestHeaders } from './headers.ts';
 import { hopToken, markHop, seenBefore } from './loop.ts';
 import { endOnce, startRequestHop, type Hop, type HopObserver } from './observer.ts';
 import { sendError, statusOf, writeSocketError, type ProxyErrorCode } from './status.ts';
@@ -215,22 +215,16 @@ export class EgressHandler {
   }
 
   #target(req: IncomingMessage): Target {
-    const url = req.url ?? '';
-    if (/^[a-z][a-z0-9+.-]*:\/\//i.test(url)) {
-      let u: URL;
-      try {
-        u = new URL(url);
-      } catch {
-        return { error: 'malformed absolute-form request target' };
-      }
+    // RFC 9112 section 3.2.2: the absolute-form authority wins over Host.
+    const u = toOriginForm(req);
+    if (u && 'error' in u) return u;
+    if (u) {
       if (u.protocol !== 'http:' && u.protocol !== 'ws:')
         return { error: `unsupported scheme ${u.protocol} (use CONNECT for TLS)` };
-      // RFC 9112 section 3.2.2: the absolute-form authority wins over Host.
-      req.headers.host = u.host;
-      req.url = (u.pathname || '/') + u.search;
       const host = u.hostname.replace(/^\[|\]$/g, '').toLowerCase();
       return { dest: { host, ...(u.port ? { port: Number(u.port) } : {}), defaultPort: 80 } };
     }
+    const url = req.url ?? '';
     if (!url.startsWith('/') && url !== '*') return { error: 'malformed request target' };
     const original = this.#o.originalDestination?.(req.socket);
     if (original)

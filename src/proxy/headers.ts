@@ -18,10 +18,11 @@ const HOP_BY_HOP: ReadonlySet<string> = new Set([
 ]);
 
 /**
- * Headers a Connection token cannot remove: they frame the message (RFC 9112 section 6), so
- * dropping them would change what the next hop reads as the body.
+ * Headers a Connection token cannot remove: Content-Length frames the message (RFC 9112
+ * section 6), so dropping it would change what the next hop reads as the body; without Host the
+ * app would take its host from elsewhere (or refuse the request).
  */
-const NEVER_NAMED: ReadonlySet<string> = new Set(['content-length']);
+const NEVER_NAMED: ReadonlySet<string> = new Set(['content-length', 'host']);
 
 function connectionTokens(headers: IncomingHttpHeaders): string[] {
   const raw = headers.connection;
@@ -82,4 +83,26 @@ export function requestFraming(req: IncomingMessage): BodyFraming {
     if (name === 'content-length') length = Number(raw[i + 1]);
   }
   return length ? { kind: 'length', length } : { kind: 'none' };
+}
+
+const ABSOLUTE_FORM = /^[a-z][a-z0-9+.-]*:\/\//i;
+
+/**
+ * An absolute-form request target (RFC 9112 section 3.2.2) becomes origin-form, and Host becomes
+ * its authority, so the next hop cannot be told two different hosts. Returns the parsed target,
+ * undefined for any other form, or an error for a malformed one.
+ */
+export function toOriginForm(req: IncomingMessage): URL | undefined | { error: string } {
+  const url = req.url ?? '';
+  if (!ABSOLUTE_FORM.test(url)) return undefined;
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return { error: 'malformed absolute-form request target' };
+  }
+  if (u.host === '') return { error: 'absolute-form request target without a host' };
+  req.headers.host = u.host;
+  req.url = (u.pathname || '/') + u.search;
+  return u;
 }

@@ -6,7 +6,7 @@ import type { Logger } from '../shared/log.ts';
 import { ThrottledLog } from '../shared/log-throttle.ts';
 import type { Destination, OriginalDestination } from './capture-port.ts';
 import type { ForwardPlan, Forwarder, Upstream } from './forward.ts';
-import { upstreamRequestHeaders } from './headers.ts';
+import { toOriginForm, upstreamRequestHeaders } from './headers.ts';
 import { HOP_HEADER, ipLiteral, isSelfAddress } from './loop.ts';
 import { endOnce, startRequestHop, type Hop, type HopObserver } from './observer.ts';
 import { sendError, statusOf, writeSocketError, type ProxyErrorCode } from './status.ts';
@@ -40,7 +40,11 @@ export class IngressHandler {
 
   readonly onRequest = (req: IncomingMessage, res: ServerResponse): void => {
     const hop = this.#startHop(req, 'http');
-    const plan = this.#plan(req.socket);
+    const target = toOriginForm(req);
+    const plan =
+      target && 'error' in target
+        ? { error: target.error, code: 'bad_request' as const }
+        : this.#plan(req.socket);
     if ('error' in plan) {
       const status = sendError(res, plan.code, plan.error);
       hop.end({ status, errorCode: plan.code, errorMessage: plan.error });
@@ -66,6 +70,8 @@ export class IngressHandler {
   readonly onUpgrade = (req: IncomingMessage, socket: Socket, head: Buffer): void => {
     const hop = this.#startHop(req, 'http');
     socket.on('error', () => socket.destroy());
+    const target = toOriginForm(req);
+    if (target && 'error' in target) return this.#socketFail(socket, hop, 'bad_request', target.error);
     const plan = this.#plan(req.socket);
     if ('error' in plan) return this.#socketFail(socket, hop, plan.code, plan.error);
     const up = plan.next(new Set()) as Upstream;
