@@ -21,6 +21,7 @@ import { EgressHandler } from './proxy/egress.ts';
 import { Forwarder } from './proxy/forward.ts';
 import { IngressHandler } from './proxy/ingress.ts';
 import { metricsObserver } from './proxy/metrics-observer.ts';
+import { podAddressCheck } from './proxy/pod-addresses.ts';
 import { combineObservers, type HopObserver } from './proxy/observer.ts';
 import { defaultLimits, type ServerLimits } from './proxy/server.ts';
 import { Sidecar } from './proxy/sidecar.ts';
@@ -61,6 +62,8 @@ export interface DataPathDeps {
   zone?: string;
   /** This pod's IP (downward API): an app bound to it alone is still "running" during a drain. */
   podIP?: string;
+  /** Which addresses are this pod's (transparent ingress); default: podIP and the interfaces. */
+  isPodAddress?: (address: string) => boolean;
   originalDestination?: OriginalDestination;
   limits?: Partial<ServerLimits>;
   /** Listener addresses; the defaults are DESIGN.md's (egress on loopback only). */
@@ -157,6 +160,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     appHost,
     ownPorts,
     ...(od ? { originalDestination: od } : {}),
+    isPodAddress: deps.isPodAddress ?? podAddressCheck({ podIPs: deps.podIP ? [deps.podIP] : [], clock }),
     connectTimeoutMs: config.connectTimeoutMs,
     idleTimeoutMs: config.idleTimeoutMs,
   });

@@ -33,7 +33,7 @@ export interface EgressOptions {
   idleTimeoutMs: number;
 }
 
-type Target = { dest: RouteDestination; original?: Destination } | { error: string };
+type Target = { dest: RouteDestination; original?: Destination } | { error: string; code?: 'misdirected' };
 
 export class EgressHandler {
   readonly #o: EgressOptions;
@@ -202,7 +202,7 @@ export class EgressHandler {
     if (seenBefore(req.headers, this.#token))
       return { kind: 'error', code: 'loop_detected', detail: 'this request already passed this sidecar' };
     const target = this.#target(req);
-    if ('error' in target) return { kind: 'error', code: 'bad_request', detail: target.error };
+    if ('error' in target) return { kind: 'error', code: target.code ?? 'bad_request', detail: target.error };
     const decision = await decide(
       this.#o.policy,
       target.dest,
@@ -226,9 +226,13 @@ export class EgressHandler {
     }
     const url = req.url ?? '';
     if (!url.startsWith('/') && url !== '*') return { error: 'malformed request target' };
-    const original = this.#o.originalDestination?.(req.socket);
-    if (original)
+    const od = this.#o.originalDestination;
+    if (od) {
+      // Transparent capture: never Host, which the client picks freely.
+      const original = od(req.socket);
+      if (!original) return { error: 'connection was not redirected to the sidecar', code: 'misdirected' };
       return { dest: { host: original.address, port: original.port, defaultPort: original.port }, original };
+    }
     const hp = splitHostPort(req.headers.host ?? '');
     if (!hp) return { error: 'missing or malformed Host header' };
     return { dest: { host: hp.host, ...(hp.port ? { port: hp.port } : {}), defaultPort: 80 } };

@@ -24,7 +24,10 @@ export interface IngressOptions {
   appPorts: readonly number[];
   appHost: string;
   ownPorts: ReadonlySet<number>;
+  /** Transparent capture: the original destination of an accepted connection. */
   originalDestination?: OriginalDestination;
+  /** Transparent capture: whether an address is this pod's (see pod-addresses.ts). */
+  isPodAddress?: (address: string) => boolean;
   connectTimeoutMs: number;
   idleTimeoutMs: number;
 }
@@ -127,18 +130,30 @@ export class IngressHandler {
    * Under transparent capture, the original destination as it is (the pod IP and port): an app
    * bound to 127.0.0.1 only stays unreachable from other pods, as without a mesh (Istio since 1.10;
    * Linkerd forwards to the original destination too). The proxy's UID is exempt from the OUTPUT
-   * redirect, so this connection is not captured again. Otherwise the app on localhost.
+   * redirect, so this connection is not captured again. A connection that was not redirected, or
+   * whose destination is not one of this pod's addresses (loopback never is), is refused: falling
+   * back to a local app port would let anyone who reaches the ingress port reach an app port
+   * bound to loopback (Istio's inbound blackhole; Linkerd's inbound IPs check).
+   * Explicit capture: the app on localhost at the first --app-port.
    */
-  #appAddress(socket: Socket): Destination | undefined {
-    const original: Destination | undefined = this.#o.originalDestination?.(socket);
-    if (original && !this.#o.ownPorts.has(original.port)) return original;
+  #appAddress(socket: Socket): Destination | { error: string; code: ProxyErrorCode } {
+    const od = this.#o.originalDestination;
+    if (od) {
+      const original = od(socket);
+      if (!original) return { error: 'connection was not redirected to the sidecar', code: 'misdirected' };
+      if (!this.#o.isPodAddress?.(original.address))
+        return { error: `destination ${original.address} is not this pod's address`, code: 'misdirected' };
+      return original;
+    }
     const port = this.#o.appPorts[0];
-    return port === undefined ? undefined : { address: this.#o.appHost, port };
+    if (port === undefined)
+      return { error: 'no app port is configured for ingress', code: 'upstream_failed' };
+    return { address: this.#o.appHost, port };
   }
 
   #plan(socket: Socket): ForwardPlan | { error: string; code: ProxyErrorCode } {
     const app = this.#appAddress(socket);
-    if (!app) return { error: 'no app port is configured for ingress', code: 'upstream_failed' };
+    if ('error' in app) return app;
     if (this.#o.ownPorts.has(app.port) && isSelfAddress(ipLiteral(app.address) ?? app.address))
       return {
         error: `refusing to deliver to the sidecar's own listener ${app.port}`,
