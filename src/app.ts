@@ -173,7 +173,12 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       ...(transparent && !deps.hosts?.egress ? { extraHosts: ['::1'] } : {}),
     },
     ingress: { host: deps.hosts?.ingress ?? '::', port: config.ingressPort, handler: ingress },
-    limits: { ...defaultLimits, keepAliveTimeoutMs: config.idleTimeoutMs, ...deps.limits },
+    limits: {
+      ...defaultLimits,
+      keepAliveTimeoutMs: config.idleTimeoutMs,
+      uploadIdleTimeoutMs: config.idleTimeoutMs,
+      ...deps.limits,
+    },
     sniff: transparent,
     detectTimeoutMs: deps.detectTimeoutMs ?? 1_000,
     ...(od ? { originalDestination: od } : {}),

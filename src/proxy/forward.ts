@@ -8,7 +8,7 @@ import type { AgentPool } from './agents.ts';
 import { BodyReplay } from './body-replay.ts';
 import { IDEMPOTENT, requestFraming, stripHopByHop } from './headers.ts';
 import type { Hop } from './observer.ts';
-import { sendError, type ProxyErrorCode } from './status.ts';
+import { ERROR_HEADER, sendError, type ProxyErrorCode } from './status.ts';
 
 /**
  * Forwards one HTTP request through http-proxy with keep-alive agents, trying endpoints one after
@@ -43,7 +43,7 @@ export interface ForwarderOptions {
   agents: AgentPool;
   clock: Clock;
   connectTimeoutMs: number;
-  /** From the first byte sent to the response headers; 504 after it. */
+  /** From the whole request sent upstream to the response headers; 504 after it. */
   responseTimeoutMs: number;
   /** A response body or an upgraded tunnel without a byte either way for this long is closed. */
   idleTimeoutMs: number;
@@ -153,6 +153,11 @@ export class Forwarder {
         withdraw();
       const r = await this.#attempt(req, res, up, hop, retryStatus, replay);
       last = r;
+      if (r.kind !== 'response' && res.writableEnded) {
+        // The listener answered meanwhile (an upload that went idle: 408); that answer stands.
+        done('cancelled');
+        return answered(res);
+      }
       switch (r.kind) {
         case 'response':
           done(r.status >= 500 ? 'server_error' : 'success');
@@ -220,24 +225,34 @@ export class Forwarder {
         this.#hooks.delete(req);
         resolve(r);
       };
+      // Before the attempt settles the response closes only if the client went away, or if the
+      // listener answered itself (an upload that went idle).
       const onClientClose = (): void => {
-        if (!res.writableFinished) {
-          proxyReq?.destroy();
-          settle({ kind: 'client_gone' });
-        }
+        proxyReq?.destroy();
+        settle({ kind: 'client_gone' });
       };
       res.on('close', onClientClose);
-      timers.push(
-        this.#o.clock.setTimer(this.#o.responseTimeoutMs, () => {
-          timedOut = 'response';
-          // Settled here, not by http-proxy's callback, which some failures never call.
-          settle({ kind: 'timeout', message: `no response within ${this.#o.responseTimeoutMs} ms` });
-          proxyReq?.destroy();
-        }),
-      );
+      // The response timeout runs from the moment the whole request has been sent upstream: an
+      // upload takes as long as it takes (bounded by the listener's upload idle timeout).
+      let waiting = false;
+      const awaitResponse = (): void => {
+        if (waiting || settled) return;
+        waiting = true;
+        timers.push(
+          this.#o.clock.setTimer(this.#o.responseTimeoutMs, () => {
+            timedOut = 'response';
+            // Settled here, not by http-proxy's callback, which some failures never call.
+            settle({ kind: 'timeout', message: `no response within ${this.#o.responseTimeoutMs} ms` });
+            proxyReq?.destroy();
+          }),
+        );
+      };
+      // http-proxy never shows a request with Expect (no proxyReq event): time it from the start.
+      if (req.headers.expect !== undefined) awaitResponse();
       this.#hooks.set(req, {
         onProxyReq: (pr) => {
           proxyReq = pr;
+          pr.once('finish', awaitResponse);
           // Without a listener Node drops the socket and the request never ends (issue seen: a
           // client waiting forever); a 101 is only valid as the answer to an upgrade request.
           pr.on('upgrade', (_res, upstream: Socket) => {
@@ -327,6 +342,15 @@ function frame(req: IncomingMessage): void {
     delete req.headers['content-length'];
     req.headers['transfer-encoding'] = 'chunked';
   } else if (framing.kind === 'length') req.headers['content-length'] = String(framing.length);
+}
+
+function answered(res: ServerResponse): ForwardResult {
+  const code = res.getHeader(ERROR_HEADER);
+  return {
+    status: res.statusCode,
+    ...(typeof code === 'string' ? { errorCode: code as ProxyErrorCode } : {}),
+    errorMessage: 'answered by the listener',
+  };
 }
 
 function retryReason(last: AttemptResult | undefined): string {

@@ -174,6 +174,7 @@ export class Sidecar {
         this.#o.log,
         (code, status) => this.#o.onRejected?.(name, code, status),
         streams,
+        this.#o.clock,
       ),
       front: undefined as unknown as NetServer,
       extra: [],

@@ -1,35 +1,27 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ep, service } from '../routing/fixtures.ts';
-import { closedPort, metric, raw, startBackend, startProxy, type Backend, type Proxy } from './harness.ts';
+import {
+  closedPort,
+  metric,
+  raw,
+  startProxy,
+  startRecorder,
+  type Backend,
+  type Proxy,
+  type Received,
+} from './harness.ts';
 
 /**
  * A request body reaches the upstream exactly as the client sent it, or the client gets the
  * failure: never an emptied or truncated body with a 200. "Has a body" comes from the framing the
  * client used (chunked or a Content-Length), whatever its Connection header names.
  */
-interface Received {
-  method: string;
-  url: string;
-  body: string;
-}
-
-/** A backend that records each request's body and answers `status` once the body is complete. */
-async function recorder(status = 200): Promise<Backend & { got: Received[] }> {
-  const got: Received[] = [];
-  const b = await startBackend((req: IncomingMessage, res: ServerResponse) => {
-    let body = '';
-    req.setEncoding('latin1');
-    req.on('data', (c: string) => (body += c));
-    req.on('end', () => {
-      got.push({ method: req.method ?? '', url: req.url ?? '', body });
-      res.statusCode = status;
-      res.end(`got ${body.length}`);
-    });
+const recorder = (status = 200) =>
+  startRecorder((r, res) => {
+    res.statusCode = status;
+    res.end(`got ${r.body.length}`);
   });
-  return Object.assign(b, { got });
-}
 
 let live: Backend & { got: Received[] };
 let busy: Backend & { got: Received[] };

@@ -1,27 +1,26 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ep, service } from '../routing/fixtures.ts';
-import { raw, startBackend, startProxy, tcpExchange, type Backend, type Proxy } from './harness.ts';
+import {
+  raw,
+  startProxy,
+  startRecorder,
+  tcpExchange,
+  type Backend,
+  type Proxy,
+  type Received,
+} from './harness.ts';
 
 /**
  * Upgrades the proxy does not tunnel (anything but WebSocket, such as the h2c upgrade Java's
  * HttpClient sends on http:// URLs) are ignored as RFC 9110 section 7.8 allows: the request goes on
  * as HTTP/1.1 without Upgrade. Upgrade and CONNECT requests get the same request checks as others.
  */
-let app: Backend;
+let app: Backend & { got: Received[] };
 let proxy: Proxy;
-const bodies: string[] = [];
 
 before(async () => {
-  app = await startBackend((req, res) => {
-    let body = '';
-    req.setEncoding('latin1');
-    req.on('data', (c: string) => (body += c));
-    req.on('end', () => {
-      bodies.push(body);
-      res.end(`plain answer to ${req.method ?? ''}`);
-    });
-  });
+  app = await startRecorder((r, res) => res.end(`plain answer to ${r.method}`));
   proxy = await startProxy({ appPorts: [app.port] });
   proxy.resolver.set(service('prod', 'web', { eps: { http: [ep('127.0.0.1', app.port)] } }));
 });
@@ -51,10 +50,13 @@ for (const listener of ['egress', 'ingress'] as const) {
   });
 
   test(`${listener}: an h2c upgrade on a POST keeps its body`, async () => {
-    bodies.length = 0;
+    app.got.length = 0;
     const reply = await tcpExchange(proxy[listener], h2c('web.prod', 'POST', 'h2c-body'), answered);
     assert.match(reply, /^HTTP\/1\.1 200 /, reply);
-    assert.deepEqual(bodies, ['h2c-body']);
+    assert.deepEqual(
+      app.got.map((r) => r.body),
+      ['h2c-body'],
+    );
   });
 
   test(`${listener}: a WebSocket upgrade with a repeated Host is a 400`, async () => {
