@@ -216,16 +216,15 @@ export class EgressHandler {
 
   #target(req: IncomingMessage): Target {
     // RFC 9112 section 3.2.2: the absolute-form authority wins over Host.
-    const u = toOriginForm(req);
-    if (u && 'error' in u) return u;
+    const t = toOriginForm(req);
+    if ('error' in t) return t;
+    const u = t.absolute;
     if (u) {
       if (u.protocol !== 'http:' && u.protocol !== 'ws:')
         return { error: `unsupported scheme ${u.protocol} (use CONNECT for TLS)` };
       const host = u.hostname.replace(/^\[|\]$/g, '').toLowerCase();
       return { dest: { host, ...(u.port ? { port: Number(u.port) } : {}), defaultPort: 80 } };
     }
-    const url = req.url ?? '';
-    if (!url.startsWith('/') && url !== '*') return { error: 'malformed request target' };
     const od = this.#o.originalDestination;
     if (od) {
       // Transparent capture: never Host, which the client picks freely.

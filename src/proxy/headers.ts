@@ -88,13 +88,15 @@ export function requestFraming(req: IncomingMessage): BodyFraming {
 const ABSOLUTE_FORM = /^[a-z][a-z0-9+.-]*:\/\//i;
 
 /**
- * An absolute-form request target (RFC 9112 section 3.2.2) becomes origin-form, and Host becomes
- * its authority, so the next hop cannot be told two different hosts. Returns the parsed target,
- * undefined for any other form, or an error for a malformed one.
+ * The request target must be origin-form (`/path`), `*`, or absolute-form (RFC 9112 section 3.2);
+ * an absolute-form target becomes origin-form and Host becomes its authority (section 3.2.2), so
+ * the next hop cannot be told two different hosts. Returns the absolute-form URL if there was one,
+ * or an error for anything else.
  */
-export function toOriginForm(req: IncomingMessage): URL | undefined | { error: string } {
+export function toOriginForm(req: IncomingMessage): { absolute?: URL } | { error: string } {
   const url = req.url ?? '';
-  if (!ABSOLUTE_FORM.test(url)) return undefined;
+  if (!ABSOLUTE_FORM.test(url))
+    return url.startsWith('/') || url === '*' ? {} : { error: 'malformed request target' };
   let u: URL;
   try {
     u = new URL(url);
@@ -104,5 +106,5 @@ export function toOriginForm(req: IncomingMessage): URL | undefined | { error: s
   if (u.host === '') return { error: 'absolute-form request target without a host' };
   req.headers.host = u.host;
   req.url = (u.pathname || '/') + u.search;
-  return u;
+  return { absolute: u };
 }

@@ -45,9 +45,7 @@ export class IngressHandler {
     const hop = this.#startHop(req, 'http');
     const target = toOriginForm(req);
     const plan =
-      target && 'error' in target
-        ? { error: target.error, code: 'bad_request' as const }
-        : this.#plan(req.socket);
+      'error' in target ? { error: target.error, code: 'bad_request' as const } : this.#plan(req.socket);
     if ('error' in plan) {
       const status = sendError(res, plan.code, plan.error);
       hop.end({ status, errorCode: plan.code, errorMessage: plan.error });
@@ -74,7 +72,7 @@ export class IngressHandler {
     const hop = this.#startHop(req, 'http');
     socket.on('error', () => socket.destroy());
     const target = toOriginForm(req);
-    if (target && 'error' in target) return this.#socketFail(socket, hop, 'bad_request', target.error);
+    if ('error' in target) return this.#socketFail(socket, hop, 'bad_request', target.error);
     const plan = this.#plan(req.socket);
     if ('error' in plan) return this.#socketFail(socket, hop, plan.code, plan.error);
     const up = plan.next(new Set()) as Upstream;

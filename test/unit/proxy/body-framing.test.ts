@@ -2,6 +2,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ep, service } from '../routing/fixtures.ts';
 import {
+  chunkedRequest,
   closedPort,
   metric,
   raw,
@@ -48,10 +49,6 @@ after(async () => {
   await busy.close();
 });
 
-const chunked = (method: string, host: string, body: string, extra = ''): string =>
-  `${method} /up HTTP/1.1\r\nHost: ${host}\r\nTransfer-Encoding: chunked\r\n${extra}Connection: close\r\n\r\n` +
-  `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`;
-
 /** Every body any backend received equals what the client sent. */
 function assertBodiesIntact(sent: string): void {
   for (const r of [...live.got, ...busy.got])
@@ -62,7 +59,7 @@ test('a chunked body survives a retry after a failed connect', async () => {
   live.got.length = 0;
   const before = await metric(proxy, 'outrigger_retries_total', { reason: 'connect_failure' });
   for (let i = 0; i < 2; i++) {
-    const reply = await raw(proxy.egress, chunked('POST', 'half.prod', 'payload-chunked'));
+    const reply = await raw(proxy.egress, chunkedRequest('POST', '/up', 'half.prod', 'payload-chunked'));
     assert.match(reply, /^HTTP\/1\.1 200 /, reply);
   }
   assert.ok((await metric(proxy, 'outrigger_retries_total', { reason: 'connect_failure' })) > before);
@@ -88,7 +85,7 @@ for (const method of ['PUT', 'DELETE']) {
     live.got.length = 0;
     busy.got.length = 0;
     for (let i = 0; i < 2; i++) {
-      const reply = await raw(proxy.egress, chunked(method, 'busy.prod', 'idempotent-body'));
+      const reply = await raw(proxy.egress, chunkedRequest(method, '/up', 'busy.prod', 'idempotent-body'));
       assert.match(reply, /^HTTP\/1\.1 (200|503) /, reply);
     }
     assert.equal(live.got.length + busy.got.length, 2, 'one upstream request per client request');
@@ -100,7 +97,7 @@ test('a chunked DELETE body is framed upstream: its bytes never become a second 
   live.got.length = 0;
   const smuggled = 'GET /smuggled HTTP/1.1\r\nHost: half.prod\r\n\r\n';
   proxy.resolver.set(service('prod', 'one', { eps: { http: [ep('127.0.0.1', live.port)] } }));
-  const reply = await raw(proxy.egress, chunked('DELETE', 'one.prod', smuggled));
+  const reply = await raw(proxy.egress, chunkedRequest('DELETE', '/up', 'one.prod', smuggled));
   assert.match(reply, /^HTTP\/1\.1 200 /, reply);
   // A request after it on the proxy's pooled connection would be the one to see a smuggled request.
   await raw(proxy.egress, `GET /after HTTP/1.1\r\nHost: one.prod\r\nConnection: close\r\n\r\n`);

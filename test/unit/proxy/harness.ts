@@ -157,6 +157,14 @@ export function send(
   });
 }
 
+/** A raw chunked request (one data chunk) that asks for the connection to be closed after it. */
+export function chunkedRequest(method: string, path: string, host: string, body: string): string {
+  return (
+    `${method} ${path} HTTP/1.1\r\nHost: ${host}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n` +
+    `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`
+  );
+}
+
 /** Writes raw bytes and collects everything until the server closes (bounded by timeoutMs). */
 export function raw(port: number, data: string, timeoutMs = 5_000): Promise<string> {
   return new Promise((resolve) => {
