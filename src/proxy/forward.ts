@@ -253,8 +253,8 @@ export class Forwarder {
         onProxyReq: (pr) => {
           proxyReq = pr;
           pr.once('finish', awaitResponse);
-          // Without a listener Node drops the socket and the request never ends (issue seen: a
-          // client waiting forever); a 101 is only valid as the answer to an upgrade request.
+          // Without a listener Node drops the socket and the attempt never ends (the client used
+          // to wait forever); a 101 is only valid as the answer to an upgrade request.
           pr.on('upgrade', (_res, upstream: Socket) => {
             upstream.destroy();
             settle({

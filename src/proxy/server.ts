@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { systemClock, type Clock } from '../shared/clock.ts';
+import { systemClock, type Clock, type Timer } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
 import { requestFraming } from './headers.ts';
 import { sendError, writeSocketError, type ProxyErrorCode } from './status.ts';
@@ -133,18 +133,23 @@ export function createLimitedServer(
  */
 function watchUpload(req: IncomingMessage, res: ServerResponse, idleMs: number, clock: Clock): void {
   let seen = req.socket.bytesRead;
+  let timer: Timer;
   const check = (): void => {
     if (req.complete || res.writableEnded || req.socket.destroyed) return;
     const now = req.socket.bytesRead;
     if (now !== seen) {
       seen = now;
-      clock.setTimer(idleMs, check);
+      timer = clock.setTimer(idleMs, check);
       return;
     }
     if (res.headersSent) req.socket.destroy();
     else sendError(res, 'request_timeout', `no request body byte received for ${idleMs} ms`, true);
   };
-  clock.setTimer(idleMs, check);
+  timer = clock.setTimer(idleMs, check);
+  // Not kept alive (with the request and response) past the body or the exchange.
+  const stop = (): void => timer.cancel();
+  req.once('end', stop);
+  res.once('close', stop);
 }
 
 function isWebSocket(req: IncomingMessage): boolean {
