@@ -22,7 +22,8 @@ let proxy: Proxy;
 
 before(async () => {
   app = await startRecorder();
-  proxy = await startProxy({ requestTimeoutMs: 400, idleTimeoutMs: 400 });
+  // Gaps between chunks (100 ms) stay far below the idle timeout, so load cannot turn them into stalls.
+  proxy = await startProxy({ requestTimeoutMs: 400, idleTimeoutMs: 1_000 });
   proxy.resolver.set(service('prod', 'up', { eps: { http: [ep('127.0.0.1', app.port)] } }));
 });
 
