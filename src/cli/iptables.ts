@@ -6,6 +6,7 @@ import { loadConfig } from '../config/load.ts';
 import { options, type OptionName } from '../config/options.ts';
 import { oneOf, parseValue } from '../config/parse.ts';
 import type { Family } from '../proxy/capture/iptables.ts';
+import { errorMessage } from '../shared/errors.ts';
 
 const CAPTURE_OPTIONS = [
   'egressPort',
@@ -60,7 +61,15 @@ async function run(flags: Flags): Promise<void> {
     for (const family of families) process.stdout.write(renderRules(spec, family));
     return;
   }
-  applyCapture(spec, { families, mode });
+  try {
+    applyCapture(spec, { families, mode });
+  } catch (e) {
+    throw new Error(
+      `${errorMessage(e)}\nLoading the rules needs iptables-restore and the NET_ADMIN and NET_RAW capabilities in the pod's network namespace ` +
+        '(the injected init container has them). To see the rules without applying them: outrigger iptables --dry-run',
+      { cause: e },
+    );
+  }
   process.stderr.write(
     `outrigger: capture rules applied (IPv${families.join(' and IPv')}): outbound TCP -> ${spec.egressPort}, inbound TCP -> ${spec.ingressPort} except ${spec.adminPort}\n`,
   );

@@ -1,5 +1,6 @@
 import { Command, Option } from 'commander';
 import { options, type OptionName, type OptionSpec } from '../config/options.ts';
+import { proxyPreflight } from './proxy-preflight.ts';
 
 /**
  * `outrigger proxy`: the sidecar. Its flags are generated from the one options table, so --help
@@ -24,9 +25,7 @@ function describe(spec: OptionSpec<unknown>): string {
 }
 
 export function proxyCommand(): Command {
-  const cmd = new Command('proxy').description(
-    'run the sidecar: egress, ingress and admin listeners (DESIGN.md sections 5 and 6)',
-  );
+  const cmd = new Command('proxy').description('run the sidecar: egress, ingress and admin listeners');
   const byAttribute = new Map<string, OptionName>();
   for (const name of proxyOptions) {
     const spec = options[name] as OptionSpec<unknown>;
@@ -50,6 +49,6 @@ export function proxyCommand(): Command {
     }
     // Loaded on use (src/cli/index.ts): building the command tree for --help loads no data path.
     const { runProxy } = await import('../app.ts');
-    await runProxy({ flags, env: process.env });
+    await runProxy({ flags: proxyPreflight(flags, process.env), env: process.env });
   });
 }

@@ -1,0 +1,22 @@
+import { loadConfig } from '../config/load.ts';
+import type { OptionName } from '../config/options.ts';
+import { defaultKubeconfig, requireReadableFile } from './common.ts';
+
+type Flags = Partial<Record<OptionName, string | string[]>>;
+
+/**
+ * What `outrigger proxy` checks before it starts anything: the whole configuration (a bad value
+ * exits 2 before a port is bound), a --source file that must exist at start-up (later it may
+ * change or vanish: the last good read is kept), and, outside a cluster, kubectl's $KUBECONFIG.
+ * Returns the flags to run with.
+ */
+export function proxyPreflight(flags: Flags, env: Record<string, string | undefined>): Flags {
+  const config = loadConfig({ flags, env });
+  if (config.source.kind === 'file') requireReadableFile('--source', config.source.path);
+  const outOfCluster = !env.KUBERNETES_SERVICE_HOST;
+  if (config.source.kind === 'kube' && config.kubeconfig === undefined && outOfCluster && env.KUBECONFIG) {
+    const kubeconfig = defaultKubeconfig({ KUBECONFIG: env.KUBECONFIG });
+    if (kubeconfig) return { ...flags, kubeconfig };
+  }
+  return flags;
+}
