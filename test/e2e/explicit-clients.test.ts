@@ -12,8 +12,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { parse } from 'yaml';
-import { runCli, startCli, stopCli, waitForOutput, type CliProcess } from '../harness/cli.ts';
-import { freePort } from '../harness/jaeger.ts';
+import { runCli, startSidecar } from '../harness/cli.ts';
+import { serviceYaml } from '../harness/tracing-relay.ts';
 import { requireTool } from '../harness/tools.ts';
 
 const clients = path.join(import.meta.dirname, 'clients');
@@ -107,7 +107,6 @@ function run(
 }
 
 describe('explicit mode: real clients through the sidecar with the injected environment', () => {
-  let proxy: CliProcess | undefined;
   let env: Record<string, string> = {};
   const backend = createServer((_req, res) => res.end(MARK + '\n'));
 
@@ -117,38 +116,21 @@ describe('explicit mode: real clients through the sidecar with the injected envi
     const backendPort = (backend.address() as AddressInfo).port;
     const dir = mkdtempSync(path.join(os.tmpdir(), 'outrigger-clients-'));
     const cluster = path.join(dir, 'cluster.yaml');
-    writeFileSync(
-      cluster,
-      `apiVersion: v1
-kind: Service
-metadata: {name: hello, namespace: demo}
-spec:
-  clusterIP: 10.96.0.50
-  ports: [{name: http, port: 80, targetPort: ${backendPort}, protocol: TCP}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: hello-1, namespace: demo, labels: {kubernetes.io/service-name: hello}}
-addressType: IPv4
-ports: [{name: http, port: ${backendPort}, protocol: TCP}]
-endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
-`,
-    );
-    const [egress, ingress, admin] = [await freePort(), await freePort(), await freePort()];
-    proxy = startCli([
-      'proxy',
-      ...['--capture', 'explicit', '--source', `file:${cluster}`, '--namespace', 'demo'],
-      ...['--trace-sampling', '0', '--drain-seconds', '0'],
-      ...['--egress-port', String(egress), '--ingress-port', String(ingress), '--admin-port', String(admin)],
+    writeFileSync(cluster, serviceYaml('hello', 'demo', backendPort, '10.96.0.50'));
+    const sidecar = await startSidecar({ after: (fn) => cleanups.push(fn) }, [
+      '--source',
+      `file:${cluster}`,
+      '--namespace',
+      'demo',
     ]);
-    await waitForOutput(proxy, /outrigger proxy started/);
     const base: Record<string, string> = {};
     for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !PROXY_VARS.test(k)) base[k] = v;
-    env = { ...base, ...(await injectedEnv(egress)) };
+    env = { ...base, ...(await injectedEnv(sidecar.egress)) };
   });
 
+  const cleanups: (() => unknown)[] = [];
   after(async () => {
-    if (proxy) await stopCli(proxy);
+    for (const fn of cleanups) await fn();
     backend.close();
   });
 

@@ -79,3 +79,23 @@ export async function stopCli(child: CliProcess, signal: NodeJS.Signals = 'SIGTE
   clearTimeout(timer);
   return status;
 }
+
+/**
+ * `outrigger proxy --capture explicit` on free loopback ports with EXTRA flags (the source), stopped
+ * when the test ends; resolves once it logged its start.
+ */
+export async function startSidecar(
+  t: { after(fn: () => unknown): void },
+  extra: string[],
+): Promise<{ egress: number; ingress: number; admin: number; proxy: CliProcess }> {
+  const { freePort } = await import('./jaeger.ts');
+  const [egress, ingress, admin] = [await freePort(), await freePort(), await freePort()];
+  const proxy = startCli([
+    ...['proxy', '--capture', 'explicit', '--trace-sampling', '0', '--drain-seconds', '0'],
+    ...['--egress-port', String(egress), '--ingress-port', String(ingress), '--admin-port', String(admin)],
+    ...extra,
+  ]);
+  t.after(() => stopCli(proxy));
+  await waitForOutput(proxy, /outrigger proxy started/);
+  return { egress, ingress, admin, proxy };
+}

@@ -4,36 +4,12 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { test, type TestContext } from 'node:test';
-import { runCli, startCli, stopCli, waitForOutput } from '../../harness/cli.ts';
+import { test } from 'node:test';
+import { runCli, startSidecar } from '../../harness/cli.ts';
 import { httpGet } from '../../harness/http-get.ts';
-import { freePort } from '../../harness/jaeger.ts';
-
-async function startProxy(t: TestContext, extra: string[]): Promise<{ egress: number; admin: number }> {
-  const [egress, ingress, admin] = [await freePort(), await freePort(), await freePort()];
-  const proxy = startCli([
-    'proxy',
-    '--capture',
-    'explicit',
-    '--trace-sampling',
-    '0',
-    '--drain-seconds',
-    '0',
-    '--egress-port',
-    String(egress),
-    '--ingress-port',
-    String(ingress),
-    '--admin-port',
-    String(admin),
-    ...extra,
-  ]);
-  t.after(() => stopCli(proxy));
-  await waitForOutput(proxy, /outrigger proxy started/);
-  return { egress, admin };
-}
 
 test('status, version and /metrics of a ready sidecar', async (t) => {
-  const { egress, admin } = await startProxy(t, [
+  const { egress, admin } = await startSidecar(t, [
     '--source',
     'file:manifests/demo/cluster.yaml',
     '--namespace',
@@ -81,7 +57,7 @@ contexts: [{name: x, context: {cluster: c, user: u}}]
 current-context: x
 `,
   );
-  const { admin } = await startProxy(t, ['--kubeconfig', kubeconfig]);
+  const { admin } = await startSidecar(t, ['--kubeconfig', kubeconfig]);
   let r = await runCli(['status', '--admin', `127.0.0.1:${admin}`]);
   for (let i = 0; i < 20 && !/API request\(s\) failed/.test(r.stdout); i++) {
     await new Promise((res) => setTimeout(res, 250));
