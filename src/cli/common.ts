@@ -2,6 +2,7 @@ import { accessSync, constants, existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { Option, type Command } from 'commander';
+import type { OptionSpec } from '../config/options.ts';
 import { OutriggerError, errorMessage } from '../shared/errors.ts';
 
 /**
@@ -38,4 +39,30 @@ export function requireReadableFile(flag: string, path: string): void {
   } catch (e) {
     throw new OutriggerError('source_invalid', `${flag}: cannot read ${path}: ${errorMessage(e)}`);
   }
+}
+
+/**
+ * The help text of a table option, in one notation for every command: what it does, then
+ * (allowed values; env; annotation; live; default: V), the way commander prints its own defaults.
+ */
+export function optionHelp(spec: OptionSpec<unknown>): string {
+  const allowed = spec.parser.allowed;
+  const parts = [
+    ...(allowed.startsWith('one of ') || allowed === 'true or false' ? [allowed] : []),
+    `env ${spec.env}`,
+    ...(spec.annotation ? [`annotation ${spec.annotation}`] : []),
+    ...(spec.live ? ['live'] : []),
+    // An unset default that the description already explains ("default: the pod's") is not repeated.
+    ...(spec.default === undefined && spec.describe.includes('(default:')
+      ? []
+      : [`default: ${shownDefault(spec.default)}`]),
+  ];
+  return `${spec.describe} (${parts.join('; ')})`;
+}
+
+function shownDefault(d: unknown): string {
+  if (d === undefined) return 'unset';
+  if (Array.isArray(d)) return d.length === 0 ? 'none' : d.join(',');
+  if (typeof d === 'object' && d !== null) return Object.values(d).join(':');
+  return String(d);
 }

@@ -1,10 +1,11 @@
 // `outrigger iptables`: what the transparent-capture init container runs. It reads the same
 // option table as the sidecar (flags and OUTRIGGER_* variables), so the ports it redirects to
 // are the ports the proxy listens on.
-import { Command } from 'commander';
+import { Command, Option } from 'commander';
 import { loadConfig } from '../config/load.ts';
 import { options, type OptionName } from '../config/options.ts';
 import { oneOf, parseValue } from '../config/parse.ts';
+import { optionHelp } from './common.ts';
 import type { Family } from '../proxy/capture/iptables.ts';
 import { errorMessage } from '../shared/errors.ts';
 
@@ -33,15 +34,16 @@ export function iptablesCommand(): Command {
     )
     .option('--dry-run', 'print the iptables-restore input instead of applying it')
     .option('--no-ipv6', 'leave ip6tables alone (default: applied when the kernel has IPv6)')
-    .option(
-      '--iptables-mode <mode>',
-      'plain (iptables-restore as installed), nft or legacy (iptables-nft-/iptables-legacy-restore)',
-      'plain',
+    .addOption(
+      new Option(
+        '--iptables-mode <mode>',
+        'plain (iptables-restore as installed), nft or legacy (iptables-nft-/iptables-legacy-restore)',
+      )
+        .choices(['plain', 'nft', 'legacy'])
+        .default('plain'),
     );
   for (const name of CAPTURE_OPTIONS) {
-    const spec = options[name];
-    const shown = Array.isArray(spec.default) ? spec.default.join(',') || 'none' : String(spec.default);
-    cmd.option(spec.flag, `${spec.describe} (env ${spec.env}; default ${shown})`);
+    cmd.option(options[name].flag, optionHelp(options[name]));
   }
   return cmd.action((flags: Flags) => run(flags));
 }

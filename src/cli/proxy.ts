@@ -1,5 +1,6 @@
 import { Command, Option } from 'commander';
 import { options, type OptionName, type OptionSpec } from '../config/options.ts';
+import { optionHelp } from './common.ts';
 import { proxyPreflight } from './proxy-preflight.ts';
 
 /**
@@ -9,27 +10,12 @@ import { proxyPreflight } from './proxy-preflight.ts';
  */
 const proxyOptions = (Object.keys(options) as OptionName[]).filter((n) => options[n].scope === 'proxy');
 
-function describe(spec: OptionSpec<unknown>): string {
-  const parts = [spec.describe, `env ${spec.env}`];
-  if (spec.annotation) parts.push(`annotation ${spec.annotation}`);
-  if (spec.live) parts.push('live');
-  const d = spec.default;
-  const shown =
-    d === undefined
-      ? 'unset'
-      : typeof d === 'object' && d !== null && !Array.isArray(d)
-        ? Object.values(d).join(':')
-        : JSON.stringify(d);
-  parts.push(`default ${shown}`);
-  return `${parts[0]} (${parts.slice(1).join('; ')})`;
-}
-
 export function proxyCommand(): Command {
   const cmd = new Command('proxy').description('run the sidecar: egress, ingress and admin listeners');
   const byAttribute = new Map<string, OptionName>();
   for (const name of proxyOptions) {
     const spec = options[name] as OptionSpec<unknown>;
-    const o = new Option(spec.flag, describe(spec));
+    const o = new Option(spec.flag, optionHelp(spec));
     // Repeatable flags collect every value; the loader joins them with commas.
     if (spec.repeatable) o.argParser((v: string, prev: string[] | undefined) => [...(prev ?? []), v]);
     byAttribute.set(o.attributeName(), name);
