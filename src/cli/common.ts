@@ -63,6 +63,6 @@ export function optionHelp(spec: OptionSpec<unknown>): string {
 function shownDefault(d: unknown): string {
   if (d === undefined) return 'unset';
   if (Array.isArray(d)) return d.length === 0 ? 'none' : d.join(',');
-  if (typeof d === 'object' && d !== null) return Object.values(d).join(':');
-  return String(d);
+  if (typeof d === 'object' && d !== null) return Object.values(d).map(String).join(':');
+  return typeof d === 'string' ? d : JSON.stringify(d);
 }

@@ -2,7 +2,9 @@ import { Command } from 'commander';
 import { unknownEnv } from '../config/load.ts';
 import { createLogger } from '../shared/log.ts';
 import { outriggerVersion } from '../shared/version.ts';
+import { checkCommand } from './check.ts';
 import { injectCommand } from './inject.ts';
+import { installCommand } from './install.ts';
 import { proxyCommand } from './proxy.ts';
 import { demoCommand } from './demo.ts';
 import { statusCommand } from './status.ts';
@@ -40,6 +42,8 @@ export function buildCli(): Command {
     injectCommand(),
     webhookCommand(),
     resolveCommand(),
+    installCommand(),
+    checkCommand(),
     versionCommand(),
   ])
     program.addCommand(cmd);

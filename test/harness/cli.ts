@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { repoRoot } from './tools.ts';
 
@@ -89,13 +90,38 @@ export async function startSidecar(
   extra: string[],
 ): Promise<{ egress: number; ingress: number; admin: number; proxy: CliProcess }> {
   const { freePort } = await import('./jaeger.ts');
-  const [egress, ingress, admin] = [await freePort(), await freePort(), await freePort()];
-  const proxy = startCli([
-    ...['proxy', '--capture', 'explicit', '--trace-sampling', '0', '--drain-seconds', '0'],
-    ...['--egress-port', String(egress), '--ingress-port', String(ingress), '--admin-port', String(admin)],
-    ...extra,
-  ]);
-  t.after(() => stopCli(proxy));
-  await waitForOutput(proxy, /outrigger proxy started/);
-  return { egress, ingress, admin, proxy };
+  // A free port can be taken by a parallel test before the sidecar binds it: try again then.
+  for (let attempt = 1; ; attempt++) {
+    const ports = new Set<number>();
+    while (ports.size < 3) ports.add(await freePort());
+    const [egress = 0, ingress = 0, admin = 0] = [...ports];
+    const proxy = startCli([
+      ...['proxy', '--capture', 'explicit', '--trace-sampling', '0', '--drain-seconds', '0'],
+      ...['--egress-port', String(egress), '--ingress-port', String(ingress), '--admin-port', String(admin)],
+      ...extra,
+    ]);
+    t.after(() => stopCli(proxy));
+    try {
+      await waitForOutput(proxy, /outrigger proxy started/);
+      return { egress, ingress, admin, proxy };
+    } catch (e) {
+      if (attempt >= 3 || !proxy.err().includes('EADDRINUSE')) throw e;
+    }
+  }
+}
+
+/** A kubeconfig whose API server is a closed loopback port (https://127.0.0.1:1). */
+export function closedKubeconfig(dir: string): string {
+  const file = path.join(dir, 'closed.kubeconfig');
+  writeFileSync(
+    file,
+    `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: abc}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`,
+  );
+  return file;
 }

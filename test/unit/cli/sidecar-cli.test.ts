@@ -1,11 +1,11 @@
 // The commands that read a running sidecar (`status`, `version`) and its /metrics, against a real
 // `outrigger proxy` child process on the file source or on an unreachable API server.
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { runCli, startSidecar } from '../../harness/cli.ts';
+import { closedKubeconfig, runCli, startSidecar } from '../../harness/cli.ts';
 import { httpGet } from '../../harness/http-get.ts';
 
 test('status, version and /metrics of a ready sidecar', async (t) => {
@@ -45,18 +45,7 @@ test('status, version and /metrics of a ready sidecar', async (t) => {
 });
 
 test('status of a sidecar whose API server is unreachable says why it is not ready and exits 1', async (t) => {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'outrigger-status-'));
-  const kubeconfig = path.join(dir, 'kubeconfig');
-  writeFileSync(
-    kubeconfig,
-    `apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: abc}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-`,
-  );
+  const kubeconfig = closedKubeconfig(mkdtempSync(path.join(os.tmpdir(), 'outrigger-status-')));
   const { admin } = await startSidecar(t, ['--kubeconfig', kubeconfig]);
   let r = await runCli(['status', '--admin', `127.0.0.1:${admin}`]);
   for (let i = 0; i < 20 && !/API request\(s\) failed/.test(r.stdout); i++) {
