@@ -95,7 +95,8 @@ export function checkAnnotations(annotations: Record<string, string>): void {
 
 /**
  * OUTRIGGER_* variables that are not options: the pod identity the injector sets from the downward
- * API, and the webhook's own settings. Everything else under the prefix is a typo.
+ * API, the webhook's own settings, and scripts/test-cluster's. Everything else under the prefix is
+ * a typo.
  */
 const NON_OPTION_ENV = [
   'OUTRIGGER_POD_NAME',
@@ -107,6 +108,8 @@ const NON_OPTION_ENV = [
   'OUTRIGGER_WEBHOOK_TLS_CERT',
   'OUTRIGGER_WEBHOOK_TLS_KEY',
   'OUTRIGGER_WEBHOOK_SHUTDOWN_DELAY_SECONDS',
+  'OUTRIGGER_CLUSTER_DIR',
+  'OUTRIGGER_TESTBINS',
 ];
 
 export const knownEnv: ReadonlySet<string> = new Set([...names.map((n) => specOf(n).env), ...NON_OPTION_ENV]);

@@ -117,7 +117,7 @@ test('a misspelled OUTRIGGER_* variable is warned about, naming the nearest vali
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stderr, /OUTRIGGER_EGRES_PORT.*OUTRIGGER_EGRESS_PORT/);
   const known = await runCli(['iptables', '--dry-run'], {
-    env: { OUTRIGGER_EGRESS_PORT: '7000', OUTRIGGER_POD_IP: '10.0.0.1' },
+    env: { OUTRIGGER_EGRESS_PORT: '7000', OUTRIGGER_POD_IP: '10.0.0.1', OUTRIGGER_CLUSTER_DIR: '/tmp/x' },
   });
   assert.equal(known.stderr, '', 'known variables draw no warning');
 });
