@@ -2,6 +2,7 @@ import { parseAllDocuments, stringify } from 'yaml';
 import { OutriggerError, isOutriggerError } from '../shared/errors.ts';
 import { injectPod } from './mutate.ts';
 import { applyPatch } from './patch.ts';
+import { podShapeProblem } from './pod-shape.ts';
 import type { InjectorSettings } from './settings.ts';
 import type { NamespaceInfo, ObjectMeta, PodLike } from './types.ts';
 
@@ -84,6 +85,8 @@ function injectDoc(
       'config_invalid',
       `${ref}: ${[...path, 'spec', 'containers'].join('.')} must be a list of containers, found ${JSON.stringify(template?.spec?.containers) ?? 'nothing'}`,
     );
+  const problem = podShapeProblem(template, 'template');
+  if (problem !== undefined) throw new OutriggerError('config_invalid', `${ref}: ${problem}`);
   const nsName = doc.metadata?.namespace ?? opts.namespace;
   const ns: NamespaceInfo = { name: nsName, labels: namespaces.get(nsName) ?? opts.namespaceLabels };
   try {
