@@ -60,9 +60,10 @@ export function optionHelp(spec: OptionSpec<unknown>): string {
   return `${spec.describe} (${parts.join('; ')})`;
 }
 
+/** Strings quoted and numbers bare, as commander shows the defaults of its own options. */
 function shownDefault(d: unknown): string {
   if (d === undefined) return 'unset';
-  if (Array.isArray(d)) return d.length === 0 ? 'none' : d.join(',');
-  if (typeof d === 'object' && d !== null) return Object.values(d).map(String).join(':');
-  return typeof d === 'string' ? d : JSON.stringify(d);
+  if (Array.isArray(d)) return d.length === 0 ? 'none' : JSON.stringify(d.join(','));
+  if (typeof d === 'object' && d !== null) return JSON.stringify(Object.values(d).map(String).join(':'));
+  return JSON.stringify(d);
 }

@@ -88,6 +88,7 @@ export async function stopCli(child: CliProcess, signal: NodeJS.Signals = 'SIGTE
 export async function startSidecar(
   t: { after(fn: () => unknown): void },
   extra: string[],
+  env: Record<string, string> = {},
 ): Promise<{ egress: number; ingress: number; admin: number; proxy: CliProcess }> {
   const { freePort } = await import('./jaeger.ts');
   // A free port can be taken by a parallel test before the sidecar binds it: try again then.
@@ -95,11 +96,21 @@ export async function startSidecar(
     const ports = new Set<number>();
     while (ports.size < 3) ports.add(await freePort());
     const [egress = 0, ingress = 0, admin = 0] = [...ports];
-    const proxy = startCli([
-      ...['proxy', '--capture', 'explicit', '--trace-sampling', '0', '--drain-seconds', '0'],
-      ...['--egress-port', String(egress), '--ingress-port', String(ingress), '--admin-port', String(admin)],
-      ...extra,
-    ]);
+    const proxy = startCli(
+      [
+        ...['proxy', '--capture', 'explicit', '--trace-sampling', '0', '--drain-seconds', '0'],
+        ...[
+          '--egress-port',
+          String(egress),
+          '--ingress-port',
+          String(ingress),
+          '--admin-port',
+          String(admin),
+        ],
+        ...extra,
+      ],
+      { env },
+    );
     t.after(() => stopCli(proxy));
     try {
       await waitForOutput(proxy, /outrigger proxy started/);

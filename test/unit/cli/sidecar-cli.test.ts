@@ -44,9 +44,10 @@ test('status, version and /metrics of a ready sidecar', async (t) => {
   assert.deepEqual(Object.keys(JSON.parse(vjson.stdout) as object), ['client']);
 });
 
-test('status of a sidecar whose API server is unreachable says why it is not ready and exits 1', async (t) => {
+test('status of a sidecar whose API server ($KUBECONFIG) is unreachable says why it is not ready and exits 1', async (t) => {
   const kubeconfig = closedKubeconfig(mkdtempSync(path.join(os.tmpdir(), 'outrigger-status-')));
-  const { admin } = await startSidecar(t, ['--kubeconfig', kubeconfig]);
+  // Outside a pod the sidecar takes $KUBECONFIG, as kubectl does.
+  const { admin } = await startSidecar(t, [], { KUBECONFIG: kubeconfig });
   let r = await runCli(['status', '--admin', `127.0.0.1:${admin}`]);
   for (let i = 0; i < 20 && !/API request\(s\) failed/.test(r.stdout); i++) {
     await new Promise((res) => setTimeout(res, 250));
