@@ -153,14 +153,11 @@ export async function renderInstall(flags: InstallFlags, note: (s: string) => vo
         },
       });
   }
-  const namespaces = newNamespaces.map(
-    (name) =>
-      ({
-        apiVersion: 'v1',
-        kind: 'Namespace',
-        metadata: { name, labels: { [INJECTION_LABEL]: 'enabled' } },
-      }),
-  );
+  const namespaces = newNamespaces.map((name) => ({
+    apiVersion: 'v1',
+    kind: 'Namespace',
+    metadata: { name, labels: { [INJECTION_LABEL]: 'enabled' } },
+  }));
   // The webhook configuration goes last: once it exists, pods of opted-in namespaces need the webhook.
   const last = out.filter((o) => o.kind === 'MutatingWebhookConfiguration');
   const ordered = [
