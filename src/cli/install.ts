@@ -69,10 +69,13 @@ async function optedInNamespaces(kubeconfig: string): Promise<string[]> {
   return ((r.body as { items?: Obj[] }).items ?? []).map((n) => n.metadata.name);
 }
 
-export async function renderInstall(flags: InstallFlags, note: (s: string) => void): Promise<string> {
-  const { parseAllDocuments, stringify } = await import('yaml');
-  const { makeCa, issueServing } = await import('./pki.ts');
-  const parse = (text: string): unknown[] => parseAllDocuments(text).map((d) => d.toJS() as unknown);
+interface Parsed {
+  days: number;
+  image: string | undefined;
+  webhookUrl: URL | undefined;
+}
+
+function parseFlags(flags: InstallFlags): Parsed {
   const days = parseValue(intRange(1, 3650), '--cert-days', flags.certDays, 'flag');
   const image = flags.image === undefined ? undefined : parseValue(nonEmpty, '--image', flags.image, 'flag');
   const webhookUrl =
@@ -84,90 +87,105 @@ export async function renderInstall(flags: InstallFlags, note: (s: string) => vo
       'config_invalid',
       `invalid flag --webhook-url=${JSON.stringify(flags.webhookUrl)}: expected an https:// URL`,
     );
-  let meshed: string[];
-  let newNamespaces: string[] = [];
+  return { days, image, webhookUrl };
+}
+
+/** The namespaces to bind, and which of them this install also creates and labels. */
+async function meshedNamespaces(
+  flags: InstallFlags,
+  note: (s: string) => void,
+): Promise<{ meshed: string[]; created: string[] }> {
   if (flags.namespaces !== undefined) {
-    meshed = flags.namespaces
+    const named = flags.namespaces
       .split(',')
       .map((n) => n.trim())
       .filter((n) => n !== '');
-    const bad = meshed.find((n) => !/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(n));
+    const bad = named.find((n) => !/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(n));
     if (bad !== undefined)
       throw new OutriggerError(
         'config_invalid',
         `invalid flag --namespaces: ${JSON.stringify(bad)} is not a namespace name (RFC 1123 label)`,
       );
-    newNamespaces = meshed;
-  } else {
-    const kubeconfig = flags.kubeconfig ?? defaultKubeconfig();
-    meshed = kubeconfig ? await optedInNamespaces(kubeconfig) : [];
-    if (meshed.length === 0)
-      note(
-        'outrigger install: no namespace is opted in yet, so no sidecar RBAC is included; name them with --namespaces NS[,NS]',
-      );
+    return { meshed: named, created: named };
   }
+  const kubeconfig = flags.kubeconfig ?? defaultKubeconfig();
+  const meshed = kubeconfig ? await optedInNamespaces(kubeconfig) : [];
+  if (meshed.length === 0)
+    note(
+      'outrigger install: no namespace is opted in yet, so no sidecar RBAC is included; name them with --namespaces NS[,NS]',
+    );
+  return { meshed, created: [] };
+}
 
+/** A new CA (3x the serving lifetime) and serving certificate; the Secret and the caBundle. */
+async function webhookTls(p: Parsed): Promise<{ secret: Obj; caBundle: string; validTo: string }> {
+  const { makeCa, issueServing } = await import('./pki.ts');
   const now = Date.now();
+  // A minute of slack for clocks that run behind this one.
+  const from = new Date(now - 60_000);
   const ca = makeCa('outrigger-webhook-ca', {
-    notBefore: new Date(now - 60_000),
-    notAfter: new Date(now + 3 * days * 86_400_000),
+    notBefore: from,
+    notAfter: new Date(now + 3 * p.days * DAY_MS),
   });
-  const { service, namespace } = CONTROL_PLANE;
-  const sans = webhookUrl
-    ? [webhookUrl.hostname.replace(/^\[|\]$/g, '')]
+  const { service, namespace, tlsSecret } = CONTROL_PLANE;
+  const sans = p.webhookUrl
+    ? [p.webhookUrl.hostname.replace(/^\[|\]$/g, '')]
     : [
         `${service}.${namespace}.svc`,
         service,
         `${service}.${namespace}`,
         `${service}.${namespace}.svc.cluster.local`,
       ];
-  const serving = issueServing(ca, sans, {
-    notBefore: new Date(now - 60_000),
-    notAfter: new Date(now + days * 86_400_000),
-  });
+  const serving = issueServing(ca, sans, { notBefore: from, notAfter: new Date(now + p.days * DAY_MS) });
   const caBundle = Buffer.from(ca.certPem).toString('base64');
+  const secret = {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    type: 'kubernetes.io/tls',
+    metadata: { name: tlsSecret, namespace, labels: { 'app.kubernetes.io/name': 'outrigger' } },
+    data: {
+      'tls.crt': Buffer.from(serving.certPem).toString('base64'),
+      'tls.key': Buffer.from(serving.keyPem).toString('base64'),
+      'ca.crt': caBundle,
+    },
+  } as Obj;
+  return { secret, caBundle, validTo: serving.cert.validTo };
+}
 
-  const out: Obj[] = [];
-  for (const obj of shippedManifests(parse)) {
-    // The shipped binding is an example for the namespace "demo"; install binds the meshed ones.
-    if (obj.kind === 'ClusterRoleBinding' && obj.metadata.name === 'outrigger-sidecar-demo') continue;
-    // A webhook called by URL runs outside the cluster: no Deployment, Service or budget for it.
-    if (webhookUrl && ['Deployment', 'Service', 'PodDisruptionBudget'].includes(obj.kind)) continue;
-    if (obj.kind === 'Deployment' && image) setImage(obj, image);
-    if (obj.kind === 'MutatingWebhookConfiguration') setClientConfig(obj, caBundle, webhookUrl);
-    out.push(obj);
-    if (obj.kind === 'Namespace' && obj.metadata.name === namespace)
-      out.push({
-        apiVersion: 'v1',
-        kind: 'Secret',
-        type: 'kubernetes.io/tls',
-        metadata: {
-          name: CONTROL_PLANE.tlsSecret,
-          namespace,
-          labels: { 'app.kubernetes.io/name': 'outrigger' },
-        },
-        data: {
-          'tls.crt': Buffer.from(serving.certPem).toString('base64'),
-          'tls.key': Buffer.from(serving.keyPem).toString('base64'),
-          'ca.crt': caBundle,
-        },
-      });
-  }
-  const namespaces = newNamespaces.map((name) => ({
+const DAY_MS = 86_400_000;
+
+export async function renderInstall(flags: InstallFlags, note: (s: string) => void): Promise<string> {
+  const { parseAllDocuments, stringify } = await import('yaml');
+  const parse = (text: string): unknown[] => parseAllDocuments(text).map((d) => d.toJS() as unknown);
+  const p = parseFlags(flags);
+  const { meshed, created } = await meshedNamespaces(flags, note);
+  const tls = await webhookTls(p);
+  const out: Obj[] = created.map((name) => ({
     apiVersion: 'v1',
     kind: 'Namespace',
     metadata: { name, labels: { [INJECTION_LABEL]: 'enabled' } },
   }));
-  // The webhook configuration goes last: once it exists, pods of opted-in namespaces need the webhook.
-  const last = out.filter((o) => o.kind === 'MutatingWebhookConfiguration');
-  const ordered = [
-    ...namespaces,
-    ...out.filter((o) => !last.includes(o)),
-    ...meshed.map(sidecarBinding),
-    ...last,
-  ];
-  const header = `# Outrigger control plane, generated by outrigger install. Apply with: kubectl apply -f -\n# Webhook serving certificate valid until ${serving.cert.validTo}; re-run to rotate (a new CA each time).\n`;
-  return header + ordered.map((o) => stringify(o, { lineWidth: 0 })).join('---\n');
+  let config: Obj | undefined;
+  for (const obj of shippedManifests(parse)) {
+    // The shipped binding is an example for the namespace "demo"; install binds the meshed ones.
+    if (obj.kind === 'ClusterRoleBinding' && obj.metadata.name === 'outrigger-sidecar-demo') continue;
+    // A webhook called by URL runs outside the cluster: no Deployment, Service or budget for it.
+    if (p.webhookUrl && ['Deployment', 'Service', 'PodDisruptionBudget'].includes(obj.kind)) continue;
+    if (obj.kind === 'Deployment' && p.image) setImage(obj, p.image);
+    if (obj.kind === 'MutatingWebhookConfiguration') {
+      // Last: once it exists, creating a pod in an opted-in namespace needs the webhook.
+      setClientConfig(obj, tls.caBundle, p.webhookUrl);
+      config = obj;
+      continue;
+    }
+    out.push(obj);
+    if (obj.kind === 'Namespace' && obj.metadata.name === CONTROL_PLANE.namespace) out.push(tls.secret);
+  }
+  out.push(...meshed.map(sidecarBinding), ...(config ? [config] : []));
+  const header =
+    '# Outrigger control plane, generated by outrigger install. Apply with: kubectl apply -f -\n' +
+    `# Webhook serving certificate valid until ${tls.validTo}; re-run to rotate (a new CA each time).\n`;
+  return header + out.map((o) => stringify(o, { lineWidth: 0 })).join('---\n');
 }
 
 function setImage(deployment: Obj, image: string): void {
