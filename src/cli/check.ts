@@ -2,7 +2,7 @@ import { Command } from 'commander';
 import { OutriggerError, errorMessage } from '../shared/errors.ts';
 import { ADMIN_HELP } from './admin-url.ts';
 import { KUBECONFIG_HELP, addOutputOptions, defaultKubeconfig, wantsJson } from './common.ts';
-import type { CheckResult, Outcome } from './check-steps.ts';
+import type { CheckResult, Outcome } from './check-result.ts';
 import type { KubeApi } from './kube-api.ts';
 
 /**
