@@ -1,5 +1,5 @@
 import { loadConfig } from '../config/load.ts';
-import type { OptionName } from '../config/options.ts';
+import { options, type OptionName } from '../config/options.ts';
 import { defaultKubeconfig, requireReadableFile } from './common.ts';
 
 type Flags = Partial<Record<OptionName, string | string[]>>;
@@ -19,4 +19,27 @@ export function proxyPreflight(flags: Flags, env: Record<string, string | undefi
     if (kubeconfig) return { ...flags, kubeconfig };
   }
   return flags;
+}
+
+const LISTENERS = ['egressPort', 'ingressPort', 'adminPort'] as const;
+
+/**
+ * A port another process holds is found only when the sidecar binds it; the system's
+ * "EADDRINUSE :::7402" names neither the flag nor what to do, so say both.
+ */
+export function explainStartError(
+  e: unknown,
+  flags: Flags,
+  env: Record<string, string | undefined>,
+): unknown {
+  const err = e as NodeJS.ErrnoException & { port?: number };
+  if (err.code !== 'EADDRINUSE' || err.port === undefined) return e;
+  const config = loadConfig({ flags, env });
+  const name = LISTENERS.find((n) => config[n] === err.port);
+  if (!name) return e;
+  const spec = options[name];
+  return new Error(
+    `${spec.flag.split(' ')[0]} ${err.port} (${spec.env}): the port is already in use by another process; stop it or choose another port`,
+    { cause: e },
+  );
 }

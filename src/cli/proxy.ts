@@ -1,7 +1,7 @@
 import { Command, Option } from 'commander';
 import { options, type OptionName, type OptionSpec } from '../config/options.ts';
 import { optionHelp } from './common.ts';
-import { proxyPreflight } from './proxy-preflight.ts';
+import { explainStartError, proxyPreflight } from './proxy-preflight.ts';
 
 /**
  * `outrigger proxy`: the sidecar. Its flags are generated from the one options table, so --help
@@ -35,6 +35,9 @@ export function proxyCommand(): Command {
     }
     // Loaded on use (src/cli/index.ts): building the command tree for --help loads no data path.
     const { runProxy } = await import('../app.ts');
-    await runProxy({ flags: proxyPreflight(flags, process.env), env: process.env });
+    const checked = proxyPreflight(flags, process.env);
+    await runProxy({ flags: checked, env: process.env }).catch((e: unknown) => {
+      throw explainStartError(e, checked, process.env);
+    });
   });
 }

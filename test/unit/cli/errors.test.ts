@@ -3,10 +3,12 @@
 // variable, a file's content) or 1 when something could not be read or reached.
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { runCli } from '../../harness/cli.ts';
+import { freePort } from '../../harness/jaeger.ts';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'outrigger-cli-'));
 
@@ -160,4 +162,24 @@ test("usage errors exit 2 in every command (commander's own too), runtime failur
   const file = await runCli(['inject', '-f', '/nonexistent/x.yaml']);
   assert.equal(file.status, 1, file.stderr);
   assert.match(file.stderr, /-f \/nonexistent\/x\.yaml: cannot read it \(ENOENT/);
+});
+
+test('a listener port held by another process is named by its flag', async (t) => {
+  const holder = net.createServer();
+  await new Promise<void>((r) => holder.listen(0, '127.0.0.1', r));
+  t.after(() => holder.close());
+  const held = (holder.address() as net.AddressInfo).port;
+  const [egress, ingress] = [await freePort(), await freePort()];
+  const r = await runCli(
+    [
+      ...['proxy', '--capture', 'explicit', '--source', 'file:manifests/demo/cluster.yaml'],
+      ...['--egress-port', String(egress), '--ingress-port', String(ingress), '--admin-port', String(held)],
+    ],
+    { timeoutMs: 15_000 },
+  );
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(
+    r.stderr,
+    new RegExp(`--admin-port ${held} \\(OUTRIGGER_ADMIN_PORT\\): the port is already in use`),
+  );
 });
