@@ -1,7 +1,7 @@
 import { errorMessage } from '../shared/errors.ts';
 import { adminBase, adminGet } from './admin-url.ts';
 import { REINSTALL, fail, pass, type CheckResult } from './check-result.ts';
-import { namespaceChecks } from './check-namespaces.ts';
+import { namespaceChecks, webhookRbac } from './check-namespaces.ts';
 import { certificateChecks, endpointCheck, type Webhook } from './check-webhook.ts';
 import { CONTROL_PLANE } from './control-plane.ts';
 import { apiVersion, type KubeApi } from './kube-api.ts';
@@ -46,6 +46,7 @@ export async function runChecks(api: KubeApi, now: number): Promise<CheckResult[
     );
     out.push(...(await certificateChecks(api, webhooks, now)));
     out.push(await endpointCheck(api, webhooks));
+    out.push(await webhookRbac(api));
   }
   out.push(...(await namespaceChecks(api)));
   return out;

@@ -109,6 +109,10 @@ describe('install and check against a real API server', { concurrency: 1, timeou
     assert.match(r.stdout, /\[ok\] +caBundle: matches the serving certificate/);
     assert.match(r.stdout, /\[ok\] +webhook endpoints: the webhook at https:\/\/127\.0\.0\.1:\d+ answers/);
     assert.match(r.stdout, /\[ok\] +sidecar RBAC shop/);
+    assert.match(
+      r.stdout,
+      /\[ok\] +webhook RBAC: ServiceAccount outrigger-system\/outrigger-webhook has no access/,
+    );
     assert.match(r.stdout, /all checks passed/);
     const json = await check('-o', 'json');
     assert.equal(json.status, 0);
@@ -134,6 +138,22 @@ describe('install and check against a real API server', { concurrency: 1, timeou
     );
     assert.match(r.stdout, /fix: outrigger install --namespaces bare \| kubectl apply -f -/);
     assert.equal(sh(`"$KUBECTL" label namespace bare outrigger.dev/injection-`).status, 0);
+  });
+
+  test('check warns when the webhook ServiceAccount has access it does not need', async (t) => {
+    if (!(await clusterFor(t))) return;
+    const bind = sh(
+      `"$KUBECTL" create clusterrolebinding too-much --clusterrole=cluster-admin --serviceaccount=outrigger-system:outrigger-webhook`,
+    );
+    assert.equal(bind.status, 0, bind.stderr);
+    const r = await check();
+    assert.equal(r.status, 0, r.stdout);
+    assert.match(
+      r.stdout,
+      /\[warn\] webhook RBAC: ServiceAccount outrigger-system\/outrigger-webhook may list Secrets/,
+    );
+    assert.match(r.stdout, /all checks passed \(1 warning\(s\)\)/);
+    assert.equal(sh(`"$KUBECTL" delete clusterrolebinding too-much`).status, 0);
   });
 
   test('check fails for a stale caBundle and for an expired serving certificate', async (t) => {
