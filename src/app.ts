@@ -21,6 +21,7 @@ import { EgressHandler } from './proxy/egress.ts';
 import { Forwarder } from './proxy/forward.ts';
 import { IngressHandler } from './proxy/ingress.ts';
 import { metricsObserver } from './proxy/metrics-observer.ts';
+import { podAddressCheck } from './proxy/pod-addresses.ts';
 import { combineObservers, type HopObserver } from './proxy/observer.ts';
 import { defaultLimits, type ServerLimits } from './proxy/server.ts';
 import { Sidecar } from './proxy/sidecar.ts';
@@ -62,6 +63,8 @@ export interface DataPathDeps {
   zone?: string;
   /** This pod's IP (downward API): an app bound to it alone is still "running" during a drain. */
   podIP?: string;
+  /** Which addresses are this pod's (transparent ingress); default: podIP and the interfaces. */
+  isPodAddress?: (address: string) => boolean;
   originalDestination?: OriginalDestination;
   limits?: Partial<ServerLimits>;
   /** Listener addresses; the defaults are DESIGN.md's (egress on loopback only). */
@@ -118,6 +121,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       clock,
       connectTimeoutMs: config.connectTimeoutMs,
       responseTimeoutMs: config.requestTimeoutMs,
+      idleTimeoutMs: config.idleTimeoutMs,
     });
   // With the mesh, egress dials endpoints through mutual TLS; the app next door stays plaintext.
   const agents = new AgentPool(deps.mesh ? { dial: deps.mesh.dial } : {});
@@ -125,6 +129,8 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
   const forwarder = forwarderOn(agents);
   const appForwarder = deps.mesh ? forwarderOn(appAgents) : forwarder;
   const ownPorts = new Set([config.egressPort, config.ingressPort, config.adminPort]);
+  // Egress may reach the ingress listener (it delivers to the app, never back): a pod calling itself.
+  const egressLoopPorts = new Set([config.egressPort, config.adminPort]);
   const transparent = config.capture === 'transparent';
   const od = transparent ? deps.originalDestination : undefined;
   const egress = new EgressHandler({
@@ -140,7 +146,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       balancers,
       affinity: new AffinityTable(clock),
       egressPolicy: config.egressPolicy as 'allow-all' | 'cluster-only',
-      ownPorts,
+      ownPorts: egressLoopPorts,
       retryStatuses: new Set(config.retryStatuses),
       maxAttempts: MAX_ATTEMPTS,
       onConnectError: (service) => metrics.connectError(service),
@@ -149,6 +155,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     observer,
     log: log.child({ listener: 'egress' }),
     clock,
+    random,
     ...(od ? { originalDestination: od } : {}),
     connectTimeoutMs: config.connectTimeoutMs,
     idleTimeoutMs: config.idleTimeoutMs,
@@ -162,6 +169,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     appPorts: config.appPorts,
     appHost,
     ownPorts,
+    isPodAddress: deps.isPodAddress ?? podAddressCheck({ podIPs: deps.podIP ? [deps.podIP] : [], clock }),
     connectTimeoutMs: config.connectTimeoutMs,
     idleTimeoutMs: config.idleTimeoutMs,
   };
@@ -170,13 +178,24 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     ...(od ? { originalDestination: od } : {}),
     ...(deps.mesh ? { refuse: deps.mesh.refusePlaintext } : {}),
   });
-  const limits = { ...defaultLimits, keepAliveTimeoutMs: config.idleTimeoutMs, ...deps.limits };
+  const limits = {
+    ...defaultLimits,
+    keepAliveTimeoutMs: config.idleTimeoutMs,
+    uploadIdleTimeoutMs: config.idleTimeoutMs,
+    ...deps.limits,
+  };
   // Meshed callers: the app port from the handshake, their identity to the app.
   const meshListener = deps.mesh?.listener(
     new IngressHandler({
       ...ingressOptions,
       log: log.child({ listener: 'mesh' }),
-      originalDestination: deps.mesh.destination,
+      // The caller names only the port; the address is ours (the pod's IP under transparent
+      // capture). Explicit mode has no original destinations to honour: the app ports only.
+      originalDestination: (socket) => {
+        const d = deps.mesh?.destination(socket);
+        return d && (transparent || config.appPorts.includes(d.port)) ? d : undefined;
+      },
+      isPodAddress: () => true,
       callerIdentity: deps.mesh.callerIdentity,
     }).onRequest,
     ownPorts,
@@ -243,7 +262,9 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       await meshListener?.start();
       await admin.start();
       // With port 0 (tests) the bound ports are known only now; the loop guard must see them.
-      for (const p of Object.values(dataPath.ports())) ownPorts.add(p);
+      const { egress: e, ingress: i, admin: a } = dataPath.ports();
+      for (const p of [e, i, a]) ownPorts.add(p);
+      for (const p of [e, a]) egressLoopPorts.add(p);
     },
     ports: () => ({
       ...sidecar.ports(),

@@ -105,6 +105,7 @@ test('two meshed sidecars talk mutual TLS; the app sees the caller; plaintext to
     meshPort: listenerPort,
     tls: new MeshTls(fixedSources(apiCreds, ca.trustBundle), TD),
     allowFrom: () => rules,
+    appPorts: [apiPort],
   });
   const wire = await recordingRelay('127.0.0.2', meshPort, listenerPort, t);
   const client = await meshedSidecar(t, {
@@ -137,6 +138,12 @@ test('two meshed sidecars talk mutual TLS; the app sees the caller; plaintext to
   assert.equal(bytes[0], 0x16, 'the hop starts with a TLS handshake record');
   assert.equal(bytes.includes(marker), false, 'the request path never crosses the wire in clear');
   assert.equal(bytes.includes('x-forwarded-client-cert'), false);
+
+  // A meshed caller names a port, but only the app's ports are reachable through the mesh listener.
+  const hidden = await app('127.0.0.2', t);
+  client.resolver.set(service('prod', 'hidden', { eps: { http: [ep('127.0.0.2', hidden)] } }));
+  const misdirected = await send(client.egress, { headers: { host: 'hidden.prod' } });
+  assert.equal(misdirected.headers['x-outrigger-error'], 'misdirected', misdirected.body);
 
   // 2. Not meshed: the mesh port refuses, so plaintext, remembered for the next connections.
   for (let i = 0; i < 2; i++) {
@@ -244,6 +251,7 @@ test('certificate rotation on both sides under steady traffic fails no request',
       rotating(() => apiCreds),
       TD,
     ),
+    appPorts: [apiPort],
   });
   const client = await meshedSidecar(t, {
     host: '127.0.0.1',
