@@ -78,12 +78,13 @@ export async function startIdentity(
     clock,
     log: deps.log,
   });
+  let closing: Promise<void> | undefined;
   return {
     server,
-    close: async () => {
-      await server.close();
-      reviewer.close();
-      closeToken();
-    },
+    close: () =>
+      (closing ??= server.close().then(() => {
+        reviewer.close();
+        closeToken();
+      })),
   };
 }

@@ -190,3 +190,22 @@ export function fixedSources(creds: Credentials | undefined, bundle: string) {
     bundle: { pem: () => bundle, onChange: () => {} },
   };
 }
+
+/** The environment that points `outrigger proxy --mtls` at an issuer and a pod's files. */
+export function identityEnv(issuerUrl: string, dir: string): Record<string, string> {
+  return {
+    OUTRIGGER_IDENTITY_ISSUER: issuerUrl,
+    OUTRIGGER_IDENTITY_TOKEN_FILE: path.join(dir, 'token'),
+    OUTRIGGER_IDENTITY_DIR: path.join(dir, 'emptydir'),
+    OUTRIGGER_TRUST_BUNDLE_FILE: path.join(dir, 'ca.crt'),
+  };
+}
+
+/** `outrigger proxy` in explicit capture over a file source: a sidecar without discovery's API. */
+export const fileProxyArgs = (clusterYaml: string): string[] => [
+  'proxy',
+  '--source',
+  `file:${clusterYaml}`,
+  '--capture',
+  'explicit',
+];

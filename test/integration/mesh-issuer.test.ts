@@ -4,69 +4,20 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { test, type TestContext } from 'node:test';
-import { startIdentity, type RunningIssuer } from '../../src/compose/identity.ts';
-import type { KubeConnection } from '../../src/discovery/kube/connection.ts';
+import { test } from 'node:test';
 import { issuerClient } from '../../src/mesh/issuer-client.ts';
 import { WorkloadIdentity } from '../../src/mesh/workload-identity.ts';
 import { createCsr, generateP256 } from '../../src/mesh/x509.ts';
 import { systemClock, systemRandom } from '../../src/shared/clock.ts';
 import { createLogger } from '../../src/shared/log.ts';
 import { startCluster } from '../harness/cluster.ts';
+import { issuerEnv } from '../harness/mesh-issuer.ts';
 import { waitFor } from '../harness/discovery.ts';
 import { repoRoot, requireTool, testBinaries } from '../harness/tools.ts';
-import { bindIssuerRole, createPod, expiredCopy, generateMeshCa, postCsr } from '../harness/mesh.ts';
+import { createPod, expiredCopy, generateMeshCa } from '../harness/mesh.ts';
 
 const SERVING_NAME = 'outrigger-identity.test';
 const log = createLogger({ write: () => {} });
-
-/** A cluster, a namespace and an issuer running as its own ServiceAccount (with the shipped RBAC, or none). */
-async function issuerEnv(t: TestContext, opts: { rbac: boolean }) {
-  const cluster = await startCluster(t);
-  if (!cluster) return undefined;
-  t.after(() => cluster.stop());
-  const { admin } = cluster;
-  const dir = mkdtempSync(join(tmpdir(), 'outrigger-mesh-ca-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const ns = await admin.createNamespace('mesh');
-  await admin.createServiceAccount(ns, 'issuer');
-  if (opts.rbac) await bindIssuerRole(admin, ns, 'issuer');
-  const issuerToken = await admin.mintToken(ns, 'issuer');
-  const ca = generateMeshCa(join(dir, 'ca'));
-  const connection: KubeConnection = {
-    server: new URL(cluster.server),
-    ca: cluster.caPem,
-    authorization: () => `Bearer ${issuerToken}`,
-    unauthorized: () => Promise.resolve(false),
-  };
-  const running: RunningIssuer = await startIdentity(
-    {
-      host: '127.0.0.1',
-      port: 0,
-      caCert: ca.certFile,
-      caKey: ca.keyFile,
-      trustBundle: ca.bundleFile,
-      trustDomain: 'cluster.local',
-      audience: 'outrigger-identity',
-      ttlMs: 24 * 3600_000,
-      servingNames: [SERVING_NAME],
-      requireBoundPod: true,
-      tokenDir: '/nonexistent',
-    },
-    { log, connection },
-  );
-  t.after(() => running.close());
-  const trustBundle = readFileSync(ca.bundleFile, 'utf8');
-  const post = (token: string | undefined, csr: string) =>
-    postCsr(`https://127.0.0.1:${running.server.port}/v1/certificates`, {
-      trustBundle,
-      servername: SERVING_NAME,
-      ...(token ? { token } : {}),
-      csr,
-    });
-  const url = new URL(`https://127.0.0.1:${running.server.port}`);
-  return { cluster, admin, ns, post, trustBundle, ca, running, url };
-}
 
 test('the issuer signs for pod-bound tokens checked with the real TokenReview API, and nothing else', async (t) => {
   const env = await issuerEnv(t, { rbac: true });

@@ -8,7 +8,7 @@ import { Issuer } from '../../../src/mesh/issuer.ts';
 import { startIssuerServer } from '../../../src/mesh/issuer-server.ts';
 import { systemClock } from '../../../src/shared/clock.ts';
 import { createLogger } from '../../../src/shared/log.ts';
-import { FakeReviewer, fakeSaToken, testCa } from '../../harness/mesh.ts';
+import { FakeReviewer, fakeSaToken, fileProxyArgs, identityEnv, testCa } from '../../harness/mesh.ts';
 import { closedPort, eventually, send } from '../proxy/harness.ts';
 
 const main = new URL('../../../src/main.ts', import.meta.url).pathname;
@@ -46,16 +46,7 @@ test('outrigger proxy --mtls permissive: identity on /debug, /metrics and status
   const start = () => {
     const child = spawn(
       process.execPath,
-      [
-        main,
-        'proxy',
-        '--source',
-        `file:${path.join(dir, 'cluster.yaml')}`,
-        '--capture',
-        'explicit',
-        '--mtls',
-        'permissive',
-      ],
+      [main, ...fileProxyArgs(path.join(dir, 'cluster.yaml')), '--mtls', 'permissive'],
       {
         env: {
           ...process.env,
@@ -64,10 +55,7 @@ test('outrigger proxy --mtls permissive: identity on /debug, /metrics and status
           OUTRIGGER_ADMIN_PORT: String(admin),
           OUTRIGGER_POD_INFO_DIR: dir,
           OUTRIGGER_TRACE_SAMPLING: '0',
-          OUTRIGGER_IDENTITY_ISSUER: `https://127.0.0.1:${issuer.port}/`,
-          OUTRIGGER_IDENTITY_TOKEN_FILE: path.join(dir, 'token'),
-          OUTRIGGER_IDENTITY_DIR: path.join(dir, 'emptydir'),
-          OUTRIGGER_TRUST_BUNDLE_FILE: path.join(dir, 'ca.crt'),
+          ...identityEnv(`https://127.0.0.1:${issuer.port}/`, dir),
         },
         stdio: ['ignore', 'ignore', 'pipe'],
       },
