@@ -24,6 +24,8 @@ export interface OutriggerEnv {
 const A = { egress: 18086, ingress: 18087, admin: 18088 };
 const B = { egress: 18089, ingress: 18090, admin: 18091 };
 const OTLP_SINK = 18095;
+/** The in-process pair (mTLS rows): A's egress. */
+const PAIR_EGRESS = 18096;
 
 /** Whether this checkout has `outrigger proxy` yet. */
 function proxyAvailable(main: string): boolean {
@@ -117,5 +119,23 @@ export async function outriggerTargets(env: OutriggerEnv): Promise<BenchTarget[]
       },
       note: "egress of sidecar A -> ingress of sidecar B -> backend; CPU and RSS are both sidecars' sums",
     },
+    ...(['plain', 'mtls'] as const).map((mode) => ({
+      name: `outrigger 2 hops pair ${mode === 'mtls' ? 'mTLS' : 'plaintext'}`,
+      port: PAIR_EGRESS,
+      authority: 'two-hop',
+      start: () => [
+        env.launch(process.execPath, [
+          '--max-semi-space-size=2',
+          path.join(import.meta.dirname, 'mesh-pair-child.ts'),
+          mode,
+          String(PAIR_EGRESS),
+          String(env.backendPort),
+        ]),
+      ],
+      note:
+        mode === 'mtls'
+          ? "sidecars A (127.0.0.1) and B (127.0.0.2) in one process, A -> mutual TLS to B's mesh listener -> backend; tracing off"
+          : "the same pair in one process, A -> plaintext to B's ingress listener -> backend; tracing off",
+    })),
   ];
 }
