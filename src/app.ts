@@ -8,6 +8,7 @@
 import { readFileSync, watch, type FSWatcher } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
+import { appHealth } from './admin/app-health.ts';
 import { AdminServer } from './admin/server.ts';
 import { Metrics } from './admin/metrics.ts';
 import { Balancers, type Algorithm } from './balance/balancer.ts';
@@ -76,6 +77,8 @@ export interface DataPathDeps {
   metricsExtra?: () => Record<string, { help: string; value: number }>;
   /** Mutual TLS between sidecars: the egress dialer and the mesh listener. */
   mesh?: MeshWiring;
+  /** Kubelet's rewritten app probes, replayed on the admin port (mtls strict). */
+  appHealth?: (path: string) => Promise<number> | undefined;
   /** More /debug sections (mesh identity). */
   debugExtra?: Record<string, () => unknown>;
   /** Grace period of a drain started by POST /drain (SIGTERM passes its own). */
@@ -252,6 +255,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       ...deps.debugExtra,
     },
     drain: () => void dataPath.drain(deps.drainGraceMs ?? 25_000).catch(() => {}),
+    ...(deps.appHealth ? { appHealth: deps.appHealth } : {}),
   });
   let drainPromise: Promise<void> | undefined;
   const dataPath: DataPath = {
@@ -410,6 +414,10 @@ export async function runProxy(
     ...(originalDestination ? { originalDestination } : {}),
     configView: () => config,
     ...(mesh ? { debugExtra: { identity: () => mesh.view() }, mesh: mesh.wiring } : {}),
+    // Where kubelet would have sent them: the pod's IP (an app may listen there only).
+    ...(Object.keys(config.appProbes).length > 0
+      ? { appHealth: appHealth(config.appProbes, env.OUTRIGGER_POD_IP ?? '127.0.0.1') }
+      : {}),
     drainGraceMs: config.drainSeconds * 1000,
     metricsExtra: () => {
       const t = tracing.stats();

@@ -374,6 +374,15 @@ export const options = {
     describe: 'mutual-TLS listener for meshed callers (the same on every pod)',
     scope: 'proxy',
   }),
+  appProbes: opt<Record<string, p.AppProbe>>({
+    flag: '--app-probes <json>',
+    env: 'OUTRIGGER_APP_PROBES',
+    parser: p.appProbes,
+    default: {},
+    describe:
+      "the app's original probes, replayed on the admin port at /app-health/... (set by the injector under mtls strict)",
+    scope: 'proxy',
+  }),
   allowFrom: opt<p.AllowRule[]>({
     flag: '--allow-from <rules>',
     env: 'OUTRIGGER_ALLOW_FROM',

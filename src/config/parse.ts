@@ -157,3 +157,34 @@ export const allowFrom = parser(
     return rules;
   },
 );
+
+/** An app probe the sidecar replays (outrigger.dev/mtls: strict); no path means TCP. */
+export interface AppProbe {
+  port: number;
+  path?: string;
+  scheme?: 'HTTP' | 'HTTPS';
+  headers?: Record<string, string>;
+}
+
+export const appProbes = parser(
+  'a JSON object of /app-health/<container>/<kind> to {"port","path","scheme","headers"} (set by the injector)',
+  (raw): Record<string, AppProbe> => {
+    let v: unknown;
+    try {
+      v = JSON.parse(raw.trim() || '{}');
+    } catch {
+      throw new ValueError('not JSON');
+    }
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new ValueError('not an object');
+    for (const [key, probe] of Object.entries(v as Record<string, unknown>)) {
+      const pr = probe as Partial<AppProbe> | null;
+      if (
+        !key.startsWith('/app-health/') ||
+        typeof pr?.port !== 'number' ||
+        !(pr.port >= 1 && pr.port <= 65535)
+      )
+        throw new ValueError(`entry ${JSON.stringify(key)} is not one`);
+    }
+    return v as Record<string, AppProbe>;
+  },
+);

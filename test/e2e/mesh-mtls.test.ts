@@ -1,7 +1,7 @@
 // Mutual TLS between two netns "pods" with real sidecar processes, certificates from the issuer
 // checked with the real TokenReview API (pod-bound TokenRequest tokens), 60 s certificates:
 //   - the server sees the caller's SPIFFE id; a plaintext caller is refused by the strict pod,
-//     whose admin port (kubelet's probes) still answers;
+//     whose admin port still answers, including the app's probe rewritten to it;
 //   - steady traffic across several certificate rotations: zero failed requests;
 //   - the issuer stopped, the client sidecar restarted: it serves mTLS from its stored identity.
 import assert from 'node:assert/strict';
@@ -70,7 +70,9 @@ endpoints: [{ addresses: ["${SERVER_IP}"], conditions: { ready: true } }]
   // Explicit capture: the sidecar delivers to the app on localhost.
   startEchoApp(nsB, '0.0.0.0', 8080);
   await waitForPort(nsB, '127.0.0.1', 8080);
-  await server.startSidecar(['--mtls', 'strict', '--app-port', '8080']);
+  // As the injector writes it under strict: the app's readiness probe, replayed on the admin port.
+  const probes = JSON.stringify({ '/app-health/app/readyz': { port: 8080, path: '/' } });
+  await server.startSidecar(['--mtls', 'strict', '--app-port', '8080', '--app-probes', probes]);
   await client.startSidecar(['--mtls', 'permissive', '--namespace', 'prod']);
   const identity = async (pod: typeof client) =>
     JSON.parse((await pod.admin('/debug/identity')).body) as {
@@ -98,6 +100,8 @@ endpoints: [{ addresses: ["${SERVER_IP}"], conditions: { ready: true } }]
   assert.equal(plain.status, 403);
   assert.equal(plain.headers['x-outrigger-error'], 'mesh_caller_denied');
   assert.equal((await client.get(`http://${SERVER_IP}:7402/readyz`)).status, 200);
+  // A kubelet-style probe of the app, rewritten to the admin port, passes under strict.
+  assert.equal((await client.get(`http://${SERVER_IP}:7402/app-health/app/readyz`)).status, 200);
 
   // 3. Steady traffic across rotations of 60 s certificates (renewed every ~40 s): nothing fails.
   const before = await identity(client);

@@ -149,7 +149,8 @@ test('manifests/identity and the CA manifests of gen-mesh-ca pass server-side dr
     'apiVersion: v1',
     'kind: Pod',
     'metadata: {name: web, namespace: default, annotations: {outrigger.dev/mtls: strict}}',
-    'spec: {containers: [{name: app, image: example.invalid/app:1, ports: [{containerPort: 8080}]}]}',
+    'spec: {containers: [{name: app, image: example.invalid/app:1, ports: [{name: http, containerPort: 8080}],',
+    '  readinessProbe: {httpGet: {path: /ready, port: http}}, livenessProbe: {tcpSocket: {port: 8080}}}]}',
   ].join('\n');
   const injected = spawnSync(process.execPath, [join(repoRoot, 'src/main.ts'), 'inject', '-f', '-'], {
     input: pod,
@@ -157,6 +158,7 @@ test('manifests/identity and the CA manifests of gen-mesh-ca pass server-side dr
   });
   assert.equal(injected.status, 0, injected.stderr);
   assert.match(injected.stdout, /audience: outrigger-identity/);
+  assert.match(injected.stdout, /path: \/app-health\/app\/readyz/);
   const r = spawnSync(
     kubectl,
     ['--kubeconfig', cluster.kubeconfigPath, 'apply', '--dry-run=server', '-f', '-'],
