@@ -230,7 +230,8 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     host: deps.hosts?.admin ?? '::',
     port: config.adminPort,
     readiness: () => {
-      const ready = deps.resolver.ready() && !draining;
+      const certified = deps.mesh?.ready() ?? true;
+      const ready = deps.resolver.ready() && !draining && certified;
       const s = deps.resolver.status();
       return {
         ready,
@@ -242,6 +243,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
             staleServices: s.staleServices,
           },
           draining,
+          ...(deps.mesh ? { meshCertificate: certified } : {}),
         },
       };
     },

@@ -18,6 +18,8 @@ export interface MeshWiring {
     ownPorts: ReadonlySet<number>,
     limits: ServerLimits,
   ): MeshListener;
+  /** Strict pods serve nobody without a certificate: unready until they hold one. */
+  ready(): boolean;
   /** Why the plaintext ingress refuses a caller (strict mode, or allow-from rules); loopback never. */
   refusePlaintext: (socket: Socket) => string | undefined;
   stats(): unknown;
@@ -53,6 +55,7 @@ export function meshWiring(o: {
         limits,
         log: o.log.child({ listener: 'mesh' }),
       })),
+    ready: () => o.mode !== 'strict' || o.tls.ownId() !== undefined,
     refusePlaintext: (socket) => {
       if (loopback(socket.remoteAddress)) return undefined;
       if (o.mode === 'strict') return 'this pod accepts mutual TLS only (outrigger.dev/mtls: strict)';

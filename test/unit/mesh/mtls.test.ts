@@ -276,3 +276,28 @@ test('certificate rotation on both sides under steady traffic fails no request',
   const inbound = (server.wiring.stats() as { inbound: { accepted: number } }).inbound;
   assert.ok(inbound.accepted >= 1);
 });
+
+test('a strict pod is unready until it holds a certificate; a permissive one does not wait', async (t) => {
+  const ca = await testCa();
+  const held: { creds?: Awaited<ReturnType<typeof credentialsFor>> } = {};
+  const sources = {
+    identity: { current: () => held.creds, onChange: () => {} },
+    bundle: { pem: () => ca.trustBundle, onChange: () => {} },
+  };
+  const strict = await meshedSidecar(t, {
+    host: '127.0.0.1',
+    meshPort: await freePort('127.0.0.1'),
+    tls: new MeshTls(sources, TD),
+    mode: 'strict',
+  });
+  const permissive = await meshedSidecar(t, {
+    host: '127.0.0.1',
+    meshPort: await freePort('127.0.0.1'),
+    tls: new MeshTls(sources, TD),
+  });
+  const readyz = async (p: typeof strict) => (await send(p.admin, { path: '/readyz' })).status;
+  assert.equal(await readyz(strict), 503);
+  assert.equal(await readyz(permissive), 200);
+  held.creds = await credentialsFor(ca, API);
+  assert.equal(await readyz(strict), 200);
+});
