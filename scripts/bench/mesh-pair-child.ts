@@ -51,6 +51,7 @@ const wiring = async (host: string, id: string) =>
           appHost: '127.0.0.1',
           allowFrom: () => [],
           mode: 'permissive',
+          connectTimeoutMs: 1_000,
           clock: systemClock,
           log,
         }),

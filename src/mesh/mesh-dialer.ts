@@ -1,6 +1,6 @@
 import { connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
-import type { Clock } from '../shared/clock.ts';
+import type { Clock, Timer } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
 import { sniForPort, type MeshTls } from './mesh-tls.ts';
 
@@ -12,6 +12,8 @@ export interface MeshDialerOptions {
   meshPort: number;
   clock: Clock;
   log: Logger;
+  /** Until TCP is connected (and, to the mesh port, the handshake done); then the connect fails. */
+  connectTimeoutMs: number;
   /** How long an endpoint that refused the mesh port is dialled in plaintext before trying again. */
   notMeshedTtlMs?: number;
   maxRemembered?: number;
@@ -44,6 +46,7 @@ export class MeshDialer {
     const context = this.#o.tls.context();
     if (!context || this.#knownPlain(host)) return this.#plain(host, port, cb);
     let secured = false;
+    const timer = this.#timeout(() => socket);
     const socket = tlsConnect({
       host,
       port: this.#o.meshPort,
@@ -54,11 +57,13 @@ export class MeshDialer {
     });
     socket.once('secureConnect', () => {
       secured = true;
+      timer.cancel();
       this.stats.mtls++;
       cb(null, socket);
     });
     socket.once('error', (e: NodeJS.ErrnoException) => {
       if (secured) return;
+      timer.cancel();
       socket.destroy();
       if (e.code !== 'ECONNREFUSED') return cb(e);
       this.#markPlain(host);
@@ -68,15 +73,29 @@ export class MeshDialer {
 
   #plain(host: string, port: number, cb: DialCallback): void {
     const socket = netConnect({ host, port });
+    const timer = this.#timeout(() => socket);
     let connected = false;
     socket.once('connect', () => {
       connected = true;
+      timer.cancel();
       this.stats.plaintext++;
       cb(null, socket);
     });
     socket.once('error', (e) => {
+      timer.cancel();
       if (!connected) cb(e);
     });
+  }
+
+  /**
+   * A mesh port that drops packets (a NetworkPolicy that allows only app ports) or a peer that
+   * never finishes the handshake fails like a connect timeout: retried elsewhere, never a reason to
+   * downgrade to plaintext.
+   */
+  #timeout(socket: () => Socket): Timer {
+    return this.#o.clock.setTimer(this.#o.connectTimeoutMs, () =>
+      socket().destroy(Object.assign(new Error('connect timed out'), { code: 'ETIMEDOUT' })),
+    );
   }
 
   #knownPlain(host: string): boolean {

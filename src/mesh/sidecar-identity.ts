@@ -16,6 +16,7 @@ export type SidecarIdentityConfig = Pick<
   | 'trustBundleFile'
   | 'meshPort'
   | 'allowFrom'
+  | 'connectTimeoutMs'
 > & { mtls: 'permissive' | 'strict' };
 
 export interface SidecarIdentity {
@@ -60,6 +61,7 @@ export async function startSidecarIdentity(
     appHost: deps.appHost,
     allowFrom: () => config.allowFrom,
     mode: config.mtls,
+    connectTimeoutMs: config.connectTimeoutMs,
     clock: deps.clock,
     log: deps.log,
   });

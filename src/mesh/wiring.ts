@@ -35,10 +35,17 @@ export function meshWiring(o: {
   appHost: string;
   allowFrom: () => readonly AllowRule[];
   mode: 'permissive' | 'strict';
+  connectTimeoutMs: number;
   clock: Clock;
   log: Logger;
 }): MeshWiring {
-  const dialer = new MeshDialer({ tls: o.tls, meshPort: o.meshPort, clock: o.clock, log: o.log });
+  const dialer = new MeshDialer({
+    tls: o.tls,
+    meshPort: o.meshPort,
+    connectTimeoutMs: o.connectTimeoutMs,
+    clock: o.clock,
+    log: o.log,
+  });
   let listener: MeshListener | undefined;
   return {
     dial: dialer.dial,

@@ -80,6 +80,7 @@ async function meshedSidecar(
     appHost: o.host,
     allowFrom: o.allowFrom ?? (() => []),
     mode: o.mode ?? 'permissive',
+    connectTimeoutMs: 1_000,
     clock: systemClock,
     log,
   });
@@ -217,6 +218,7 @@ test('plaintext callers: strict refuses other pods, allow-from needs an identity
       appHost: '127.0.0.1',
       allowFrom: () => rules,
       mode,
+      connectTimeoutMs: 1_000,
       clock: systemClock,
       log,
     });
@@ -300,4 +302,33 @@ test('a strict pod is unready until it holds a certificate; a permissive one doe
   assert.equal(await readyz(permissive), 200);
   held.creds = await credentialsFor(ca, API);
   assert.equal(await readyz(strict), 200);
+});
+
+test('a mesh port that never finishes the handshake fails the connect; it is no reason to go plaintext', async (t) => {
+  const ca = await testCa();
+  // Accepts TCP on the "mesh port" of 127.0.0.2 and then says nothing, like a blackholed handshake.
+  const silent = createServer(() => {});
+  const sockets = new Set<Socket>();
+  silent.on('connection', (s) => sockets.add(s));
+  const meshPort = await listen(silent, '127.0.0.2');
+  t.after(() => {
+    for (const s of sockets) s.destroy();
+    silent.close();
+  });
+  const apiPort = await app('127.0.0.2', t);
+  const client = await meshedSidecar(t, {
+    host: '127.0.0.1',
+    meshPort,
+    tls: new MeshTls(fixedSources(await credentialsFor(ca, WEB), ca.trustBundle), TD),
+  });
+  client.resolver.set(service('prod', 'api', { eps: { http: [ep('127.0.0.2', apiPort)] } }));
+  const r = await send(client.egress, { headers: { host: 'api.prod' } });
+  // A connect failure (502, ETIMEDOUT), not a request hanging until the response timeout (504).
+  assert.equal(r.status, 502, r.body);
+  assert.match(r.body, /ETIMEDOUT/);
+  const dials = (client.wiring.stats() as { egress: { plaintext: number; notMeshed: number } }).egress;
+  assert.deepEqual(
+    { plaintext: dials.plaintext, notMeshed: dials.notMeshed },
+    { plaintext: 0, notMeshed: 0 },
+  );
 });
