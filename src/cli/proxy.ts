@@ -49,7 +49,7 @@ export function proxyCommand(): Command {
       if (name && value !== undefined) flags[name] = value;
     }
     // Loaded on use (src/cli/index.ts): building the command tree for --help loads no data path.
-    const { runProxy } = await import('../app.ts');
-    await runProxy({ flags, env: process.env });
+    const { runSidecar } = await import('../compose/sidecar.ts');
+    await runSidecar({ flags, env: process.env });
   });
 }

@@ -8,7 +8,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { createDataPath, type DataPath } from '../../src/app.ts';
+import { createDataPath, type DataPath } from '../../src/compose/data-path.ts';
 import { loadConfig } from '../../src/config/load.ts';
 import { createFileResolver, type FileResolver } from '../../src/discovery/file-source.ts';
 import { systemClock } from '../../src/shared/clock.ts';

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { createFileResolver } from '../../../src/discovery/file-source.ts';
 import type { Resolution } from '../../../src/discovery/types.ts';
-import { FakeClock } from '../../../src/shared/fake-clock.ts';
+import { FakeClock } from '../../harness/fake-clock.ts';
 import { memoryLogger } from '../../../src/shared/log.ts';
 
 const yaml = (ip: string): string => `

@@ -14,7 +14,7 @@ import {
   SnapshotWriter,
 } from '../../../src/discovery/snapshot.ts';
 import { isOutriggerError } from '../../../src/shared/errors.ts';
-import { FakeClock } from '../../../src/shared/fake-clock.ts';
+import { FakeClock } from '../../harness/fake-clock.ts';
 import { memoryLogger } from '../../../src/shared/log.ts';
 
 const golden = join(import.meta.dirname, '../../golden/discovery');

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { FakeClock } from '../../../src/shared/fake-clock.ts';
+import { FakeClock } from '../../harness/fake-clock.ts';
 import { memoryLogger } from '../../../src/shared/log.ts';
 import { ThrottledLog } from '../../../src/shared/log-throttle.ts';
 

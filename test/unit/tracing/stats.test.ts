@@ -4,7 +4,7 @@ import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace';
 import { createTracing, type TracingOptions } from '../../../src/tracing/index.ts';
 import type { HopStart } from '../../../src/tracing/hop.ts';
-import { FakeClock } from '../../../src/shared/fake-clock.ts';
+import { FakeClock } from '../../harness/fake-clock.ts';
 import { memoryLogger } from '../../../src/shared/log.ts';
 
 /** An exporter whose batches wait until the test answers them. */
