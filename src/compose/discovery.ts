@@ -3,16 +3,10 @@
  * next): the resolver with its last-known-good snapshot, and what the admin API shows of it
  * (readiness detail and metric gauges).
  */
-import type { Config } from '../config/options.ts';
-import type { Discovery } from '../discovery/index.ts';
+import type { Discovery, DiscoveryConfig } from '../discovery/index.ts';
 import type { DiscoveryStatus } from '../discovery/types.ts';
 import type { Clock, Random } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
-
-type DiscoveryConfig = Pick<
-  Config,
-  'source' | 'kubeconfig' | 'tokenDir' | 'namespace' | 'capture' | 'maxWatches' | 'snapshot'
->;
 
 /** The file or API resolver the configuration names; the snapshot comes with the API one. */
 export async function openDiscovery(
