@@ -12,7 +12,7 @@ import { createDataPath, type DataPath } from '../../src/compose/data-path.ts';
 import { loadConfig } from '../../src/config/load.ts';
 import { createFileResolver, type FileResolver } from '../../src/discovery/file-source.ts';
 import { systemClock } from '../../src/shared/clock.ts';
-import { memoryLogger } from '../../src/shared/log.ts';
+import { memoryLogger } from '../harness/memory-logger.ts';
 import { createTracing, type Tracing } from '../../src/tracing/index.ts';
 import type { Format } from '../../src/tracing/propagation.ts';
 import { waitFor } from '../harness/discovery.ts';

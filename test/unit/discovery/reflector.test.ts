@@ -5,7 +5,7 @@ import { FakeKubeApi, gone, status, unavailable } from '../../harness/fake-kube-
 import { Recovery } from '../../../src/discovery/recovery.ts';
 import { Reflector, type ReflectorSink } from '../../../src/discovery/reflector.ts';
 import { FakeClock } from '../../harness/fake-clock.ts';
-import { memoryLogger } from '../../../src/shared/log.ts';
+import { memoryLogger } from '../../harness/memory-logger.ts';
 
 const PATH = '/apis/discovery.k8s.io/v1/namespaces/ns/endpointslices';
 const slice = (

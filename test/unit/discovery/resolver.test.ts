@@ -7,7 +7,7 @@ import { FakeKubeApi, status, unavailable, type Fault } from '../../harness/fake
 import { createKubeResolver, type KubeResolverOptions } from '../../../src/discovery/resolver.ts';
 import type { Resolution, ServiceKey } from '../../../src/discovery/types.ts';
 import { FakeClock } from '../../harness/fake-clock.ts';
-import { memoryLogger } from '../../../src/shared/log.ts';
+import { memoryLogger } from '../../harness/memory-logger.ts';
 
 const SVC = '/api/v1/services';
 const SLICES = (ns: string): string => `/apis/discovery.k8s.io/v1/namespaces/${ns}/endpointslices`;

@@ -11,7 +11,7 @@ import { loadConfig } from '../../../src/config/load.ts';
 import { startWebhookServer, type WebhookServer } from '../../../src/injector/server.ts';
 import { injectorSettings } from '../../../src/injector/settings.ts';
 import { FakeClock } from '../../harness/fake-clock.ts';
-import { memoryLogger } from '../../../src/shared/log.ts';
+import { memoryLogger } from '../../harness/memory-logger.ts';
 import {
   makeWebhookCerts,
   opensslAvailable,

@@ -14,7 +14,7 @@ import {
   type DataPathDeps,
 } from '../../../src/compose/data-path.ts';
 import { FakeResolver } from '../../harness/fake-resolver.ts';
-import { memoryLogger } from '../../../src/shared/log.ts';
+import { memoryLogger } from '../../harness/memory-logger.ts';
 
 /** Test backends and a sidecar on 127.0.0.1 with free ports; everything stays on loopback. */
 export interface Backend {
