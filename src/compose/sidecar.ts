@@ -25,7 +25,7 @@ export async function runSidecar(
   const discovery = await openDiscovery(config, { clock, random: systemRandom, log, env });
   const labels = readPodFile(join(podInfoDir, 'labels'));
   const zone = config.zone ?? labels['topology.kubernetes.io/zone'];
-  const { tracing, pod } = await openTracing(config, { env, labels, log });
+  const { tracing, pod } = openTracing(config, { env, labels, log });
   const originalDestination = await captureDestination(config);
   const dataPath = createDataPath(config, {
     resolver: discovery,

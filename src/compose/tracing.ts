@@ -1,17 +1,17 @@
 /**
  * Tracing for any command that proxies: the OpenTelemetry exporter from the configuration, and the
- * span-drop counter it adds to /metrics. Loaded on use: the SDK and exporter cost ~17 MB RSS, which
- * the demo and tests of the data path do not need.
+ * span-drop counter it adds to /metrics. Only the compositions import this file, never
+ * data-path.ts: the SDK and exporter cost ~17 MB RSS, which the demo and tests of the data path do
+ * not need.
  */
 import type { Config } from '../config/options.ts';
 import type { Logger } from '../shared/log.ts';
-import type { PodMeta, Tracing } from '../tracing/index.ts';
+import { createTracing, podMetaFromEnv, type PodMeta, type Tracing } from '../tracing/index.ts';
 
-export async function openTracing(
+export function openTracing(
   config: Pick<Config, 'traceEndpoint' | 'traceSampling' | 'serviceName'>,
   deps: { env: Record<string, string | undefined>; labels: Record<string, string>; log: Logger },
-): Promise<{ tracing: Tracing; pod: PodMeta }> {
-  const { createTracing, podMetaFromEnv } = await import('../tracing/index.ts');
+): { tracing: Tracing; pod: PodMeta } {
   const pod = podMetaFromEnv(deps.env);
   const tracing = createTracing({
     endpoint: config.traceEndpoint,
