@@ -3,6 +3,7 @@ import { injectorSettings } from '../injector/settings.ts';
 import { OutriggerError } from '../shared/errors.ts';
 import type { LogLevel } from '../shared/log.ts';
 import { addInjectionOptions, injectionDefaults } from './inject.ts';
+import { checkWebhookTls } from './webhook-tls.ts';
 
 interface WebhookFlags extends Record<string, unknown> {
   listen: string;
@@ -62,6 +63,7 @@ export function webhookCommand(): Command {
         'config_invalid',
         `invalid flag --shutdown-delay-seconds=${JSON.stringify(flags.shutdownDelaySeconds)}: expected an integer from 0 to 300`,
       );
+    checkWebhookTls(flags.tlsCert, flags.tlsKey);
     // Loaded on use, so `outrigger proxy` (in every pod) does not carry the webhook.
     const { runWebhook } = await import('../compose/webhook.ts');
     await runWebhook({
