@@ -4,8 +4,8 @@
 // processes on one host cannot both own the mesh port; CPU and RSS are the pair's.
 // argv: <plain|mtls> <egressPort> <backendPort>. Prints "ready" once both serve.
 import { createServer, type AddressInfo } from 'node:net';
-import { createDataPath, type DataPathConfig } from '../../src/app.ts';
-import { FakeResolver } from '../../src/discovery/fake-resolver.ts';
+import { createDataPath, type DataPathConfig } from '../../src/compose/data-path.ts';
+import { FakeResolver } from '../../test/harness/fake-resolver.ts';
 import { MeshTls } from '../../src/mesh/mesh-tls.ts';
 import { meshWiring } from '../../src/mesh/wiring.ts';
 import { systemClock } from '../../src/shared/clock.ts';

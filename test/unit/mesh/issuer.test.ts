@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { Issuer } from '../../../src/mesh/issuer.ts';
 import { createCsr, generateP256 } from '../../../src/mesh/x509.ts';
-import { FakeClock } from '../../../src/shared/fake-clock.ts';
+import { FakeClock } from '../../harness/fake-clock.ts';
 import { isOutriggerError, type ErrorCode } from '../../../src/shared/errors.ts';
 import { createLogger } from '../../../src/shared/log.ts';
 import { FakeReviewer, testCa } from '../../harness/mesh.ts';

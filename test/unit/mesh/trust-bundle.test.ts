@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { TrustBundle } from '../../../src/mesh/trust-bundle.ts';
-import { FakeClock } from '../../../src/shared/fake-clock.ts';
+import { FakeClock } from '../../harness/fake-clock.ts';
 import { createLogger } from '../../../src/shared/log.ts';
 import { testCa, until } from '../../harness/mesh.ts';
 

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { Issuer } from '../../../src/mesh/issuer.ts';
 import type { CertificateRequester } from '../../../src/mesh/issuer-client.ts';
 import { WorkloadIdentity } from '../../../src/mesh/workload-identity.ts';
-import { FakeClock } from '../../../src/shared/fake-clock.ts';
+import { FakeClock } from '../../harness/fake-clock.ts';
 import { OutriggerError } from '../../../src/shared/errors.ts';
 import { createLogger } from '../../../src/shared/log.ts';
 import { FakeReviewer, fakeSaToken, testCa, until } from '../../harness/mesh.ts';
