@@ -46,7 +46,14 @@ export interface H2Result extends ForwardResult {
 }
 
 type Attempt =
-  | { kind: 'response'; up: ClientHttp2Stream; headers: IncomingHttpHeaders; endStream: boolean }
+  | {
+      kind: 'response';
+      up: ClientHttp2Stream;
+      headers: IncomingHttpHeaders;
+      endStream: boolean;
+      /** Trailers can arrive in the same read as the headers, before the relay listens. */
+      trailers: () => IncomingHttpHeaders | undefined;
+    }
   | { kind: 'connect_failure'; timedOut: boolean; message: string }
   | { kind: 'refused'; message: string }
   | { kind: 'reset'; code: number }
@@ -54,7 +61,13 @@ type Attempt =
   | { kind: 'deadline' }
   | { kind: 'client_gone' };
 
-const { NGHTTP2_CANCEL, NGHTTP2_REFUSED_STREAM, NGHTTP2_NO_ERROR, NGHTTP2_INTERNAL_ERROR } = constants;
+const {
+  NGHTTP2_CANCEL,
+  NGHTTP2_REFUSED_STREAM,
+  NGHTTP2_NO_ERROR,
+  NGHTTP2_INTERNAL_ERROR,
+  NGHTTP2_FLAG_END_STREAM,
+} = constants;
 
 export class H2Forwarder {
   readonly #o: H2ForwarderOptions;
@@ -194,8 +207,17 @@ export class H2Forwarder {
             return;
           }
           stream.on('error', () => {});
-          stream.once('response', (h) =>
-            settle({ kind: 'response', up: stream, headers: h, endStream: stream.endAfterHeaders }),
+          let trailers: IncomingHttpHeaders | undefined;
+          stream.once('trailers', (t: IncomingHttpHeaders) => (trailers = t));
+          // The HEADERS frame's own END_STREAM flag: endAfterHeaders is not yet set at this event.
+          stream.once('response', (h, flags: number) =>
+            settle({
+              kind: 'response',
+              up: stream,
+              headers: h,
+              endStream: (flags & NGHTTP2_FLAG_END_STREAM) !== 0,
+              trailers: () => trailers,
+            }),
           );
           stream.once('close', () =>
             settle(
@@ -277,11 +299,12 @@ export class H2Forwarder {
         return;
       }
       signal.addEventListener('abort', onDeadline, { once: true });
-      up.once('trailers', (t: IncomingHttpHeaders) => {
-        trailers = copyHeaders(t);
-        grpcStatus = grpcStatusIn(t) ?? grpcStatus;
-      });
       down.once('wantTrailers', () => {
+        const got = r.trailers();
+        if (!trailers && got) {
+          trailers = copyHeaders(got);
+          grpcStatus = grpcStatusIn(got) ?? grpcStatus;
+        }
         try {
           down.sendTrailers(trailers ?? {});
         } catch {

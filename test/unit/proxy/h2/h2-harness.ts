@@ -100,7 +100,11 @@ export function h2Client(port: number): Promise<ClientHttp2Session> {
 }
 
 /** gRPC request headers for a call to authority. */
-export function grpcHeaders(authority: string, path = '/outrigger.v1.Test/Echo', extra: OutgoingHttpHeaders = {}) {
+export function grpcHeaders(
+  authority: string,
+  path = '/outrigger.v1.Test/Echo',
+  extra: OutgoingHttpHeaders = {},
+) {
   return {
     ':method': 'POST',
     ':path': path,
