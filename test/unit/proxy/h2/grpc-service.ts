@@ -22,7 +22,7 @@ const MsgType = pb
   .lookupType('outrigger.v1.Msg');
 
 const serialize = (m: Msg): Buffer => Buffer.from(MsgType.encode(MsgType.fromObject(m)).finish());
-const deserialize = (b: Buffer): Msg => MsgType.toObject(MsgType.decode(b)) as Msg;
+const deserialize = (b: Buffer): Msg => MsgType.toObject(MsgType.decode(b));
 
 const method = (name: string, requestStream: boolean, responseStream: boolean) => ({
   path: `/outrigger.v1.TestService/${name}`,

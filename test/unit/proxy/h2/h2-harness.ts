@@ -3,6 +3,7 @@ import {
   createServer,
   type ClientHttp2Session,
   type Http2Server,
+  type Http2Session,
   type IncomingHttpHeaders,
   type OutgoingHttpHeaders,
   type ServerHttp2Stream,
@@ -43,7 +44,7 @@ export async function startH2Backend(handle: H2Handle = echo, settings: Settings
     stream.on('error', () => {});
     handle(stream, headers, port);
   });
-  const sessions = new Set<import('node:http2').Http2Session>();
+  const sessions = new Set<Http2Session>();
   server.on('session', (s) => {
     sessions.add(s);
     s.once('close', () => sessions.delete(s));
@@ -80,14 +81,16 @@ export function h2Request(
     let trailers: IncomingHttpHeaders = {};
     const chunks: Buffer[] = [];
     s.on('response', (h) => (reply = h));
-    s.on('trailers', (t) => (trailers = t));
+    s.on('trailers', (t: IncomingHttpHeaders) => (trailers = t));
     s.on('data', (c: Buffer) => chunks.push(c));
-    s.on('error', () => {});
     s.on('close', () =>
       resolve({ headers: reply, body: Buffer.concat(chunks), trailers, rstCode: s.rstCode ?? 0 }),
     );
+    // A reset stream still closes (and resolves with its code); other errors fail the request.
+    s.once('error', (e: Error) => {
+      if (s.rstCode === undefined) reject(e);
+    });
     if (body !== undefined) s.end(body);
-    session.on('error', reject);
   });
 }
 
