@@ -1,7 +1,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ep, service } from '../../routing/fixtures.ts';
-import { startProxy, type Proxy } from '../harness.ts';
+import { metric, startProxy, type Proxy } from '../harness.ts';
 import {
   clientVia,
   grpc,
@@ -102,6 +102,14 @@ test("an upstream's status, message, trailers and binary metadata reach the clie
   assert.equal(failed.error?.details, 'failed as asked: ünïcode %');
   assert.deepEqual(failed.error?.metadata.get('x-echo-bin'), [bin]);
   assert.deepEqual(failed.error?.metadata.get('x-outrigger-error'), [], 'not marked as a proxy error');
+  assert.equal(
+    await metric(proxy, 'outrigger_grpc_calls_total', {
+      direction: 'egress',
+      service: 'prod/grpc',
+      grpc_status: '7',
+    }),
+    1,
+  );
 });
 
 test('a Service without endpoints is UNAVAILABLE, with the proxy error code', async () => {
@@ -111,6 +119,10 @@ test('a Service without endpoints is UNAVAILABLE, with the proxy error code', as
     assert.equal(r.error?.code, grpc.status.UNAVAILABLE);
     assert.match(r.error?.details ?? '', /no ready endpoints/);
     assert.deepEqual(r.error?.metadata.get('x-outrigger-error'), ['no_endpoints']);
+    assert.equal(
+      await metric(proxy, 'outrigger_grpc_calls_total', { service: 'prod/empty', grpc_status: '14' }),
+      1,
+    );
   } finally {
     c.close();
   }
