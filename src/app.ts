@@ -20,6 +20,7 @@ import type { OriginalDestination } from './proxy/capture-port.ts';
 import { EgressHandler } from './proxy/egress.ts';
 import type { EgressPolicy } from './proxy/egress-plan.ts';
 import { createH2DataPath } from './proxy/h2/index.ts';
+import { markTunnel, speaksH2c } from './proxy/h2/routes.ts';
 import { Forwarder } from './proxy/forward.ts';
 import { IngressHandler } from './proxy/ingress.ts';
 import { metricsObserver } from './proxy/metrics-observer.ts';
@@ -152,6 +153,13 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     ...(od ? { originalDestination: od } : {}),
     connectTimeoutMs: config.connectTimeoutMs,
     idleTimeoutMs: config.idleTimeoutMs,
+    h2Tunnel: {
+      accepts: speaksH2c,
+      adopt: (socket, head, dest): Promise<void> => {
+        markTunnel(socket, dest);
+        return sidecar.adoptEgressH2(socket, head);
+      },
+    },
   });
   const appHost = deps.hosts?.app ?? '127.0.0.1';
   const ingress = new IngressHandler({

@@ -250,6 +250,34 @@ export class Sidecar {
     return l;
   }
 
+  /**
+   * Serves an already accepted egress connection (a CONNECT tunnel) as prior-knowledge h2c;
+   * head holds bytes read past the CONNECT request. Resolves when the connection has closed.
+   */
+  adoptEgressH2(socket: Socket, head: Buffer): Promise<void> {
+    const h2 = this.#egress.h2;
+    if (!h2) {
+      socket.destroy();
+      return Promise.resolve();
+    }
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    // The HTTP server's timeouts no longer apply; an HTTP/2 client keeps its connection alive itself.
+    socket.setTimeout(0);
+    this.#handH2(h2, socket, head);
+    return closed;
+  }
+
+  #handH2(h2: Http2Server, socket: Socket, head: Buffer): void {
+    // An HTTP/2 session reads the socket's handle directly and would never see bytes put back
+    // with unshift(): it gets a stream that replays them first.
+    this.#handing = socket;
+    try {
+      h2.emit('connection', withHead(socket, head));
+    } finally {
+      this.#handing = undefined;
+    }
+  }
+
   #h2Server(l: Listener, onStream: H2StreamHandler): Http2Server {
     const server = createH2Server({
       // Node's default is unlimited; 1,000 bounds what one client connection can hold open.
@@ -286,17 +314,7 @@ export class Sidecar {
       timer.cancel();
       socket.off('data', onData);
       socket.pause();
-      if (kind === 'h2' && l.h2) {
-        // An HTTP/2 session reads the socket's handle directly and would never see bytes put back
-        // with unshift(): it gets a stream that replays them first.
-        this.#handing = socket;
-        try {
-          l.h2.emit('connection', withHead(socket, Buffer.concat(chunks)));
-        } finally {
-          this.#handing = undefined;
-        }
-        return;
-      }
+      if (kind === 'h2' && l.h2) return this.#handH2(l.h2, socket, Buffer.concat(chunks));
       if (chunks.length > 0) socket.unshift(Buffer.concat(chunks));
       if (kind === 'http') {
         http.emit('connection', socket);

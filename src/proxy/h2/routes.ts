@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net';
 import { splitHostPort } from '../../routing/authority.ts';
 import type { Destination as RouteDestination } from '../../routing/router.ts';
 import type { Destination, OriginalDestination } from '../capture-port.ts';
@@ -11,6 +12,19 @@ import type { H2Route, H2StreamContext } from './handler.ts';
  * under transparent capture, the connection's original destination), balanced by the same plan as
  * HTTP/1. Ingress: the app.
  */
+/** appProtocol values that mean prior-knowledge h2c (KEP-3726's name, and gRPC as Istio reads it). */
+const H2C_PROTOCOLS: ReadonlySet<string> = new Set(['kubernetes.io/h2c', 'grpc', 'h2c']);
+
+export const speaksH2c = (appProtocol: string | undefined): boolean =>
+  appProtocol !== undefined && H2C_PROTOCOLS.has(appProtocol.toLowerCase());
+
+/** The CONNECT target of a tunnel whose h2c streams are served here (explicit capture). */
+const tunnelTargets = new WeakMap<Socket, RouteDestination>();
+
+export function markTunnel(socket: Socket, dest: RouteDestination): void {
+  tunnelTargets.set(socket, dest);
+}
+
 export interface EgressH2RouteOptions {
   policy: EgressPolicy;
   /** This listener's loop marker (each listener has its own). */
@@ -24,7 +38,11 @@ export function egressH2Route(o: EgressH2RouteOptions): (ctx: H2StreamContext) =
       return { kind: 'error', code: 'loop_detected', detail: 'this request already passed this sidecar' };
     let dest: RouteDestination;
     let original: Destination | undefined;
-    if (o.originalDestination) {
+    const tunnel = tunnelTargets.get(socket);
+    if (tunnel) {
+      // Inside CONNECT the tunnel's target is the destination, as for the bytes of any tunnel.
+      dest = tunnel;
+    } else if (o.originalDestination) {
       // Transparent capture: never :authority, which the client picks freely.
       original = o.originalDestination(socket);
       if (!original)
