@@ -235,6 +235,9 @@ export class Sidecar {
       l.accept = (socket) => l.http.emit('connection', socket);
       return l;
     }
+    // The HTTP server never listens itself, and Node starts its periodic connection checks (the
+    // headers timeout that cuts off slowloris clients, the request timeout) on 'listening' only.
+    l.http.emit('listening');
     // Without transparent capture every connection is HTTP, of one version or the other.
     const other = this.#o.sniff
       ? onTcp
