@@ -80,6 +80,8 @@ export async function decide(
       stale: route.stale,
     };
   const balancer = policy.balancers.for(serviceKey);
+  // Each request or stream routed here is one the budget's retry ratio is taken from.
+  balancer.budget.deposit();
   const byId = new Map<string, Upstream>();
   for (const e of endpoints) {
     const up = { id: endpointId(e.address, e.port), host: e.address, port: e.port };
