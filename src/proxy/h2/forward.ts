@@ -116,12 +116,19 @@ export class H2Forwarder {
       }
       tried.add(up.id);
       hop.setEndpoint(up.host, up.port);
-      const done = plan.start(up);
+      // The balancer times the stream, not the session set-up: an endpoint's first call pays
+      // for its connection, and peak-EWMA would otherwise shun it for many seconds.
+      let started: ((o: Outcome) => void) | undefined;
+      const begin = (): void => void (started ??= plan.start(up));
+      const done = (o: Outcome): void => {
+        begin();
+        started?.(o);
+      };
       const headers = { ...call.headers };
       const left = remaining();
       if (left !== undefined) headers['grpc-timeout'] = formatGrpcTimeout(left);
       hop.inject(headers);
-      const r = await this.#attempt(call, up, headers, signal, replay ? replay.attempt() : call.down);
+      const r = await this.#attempt(call, up, headers, signal, replay ? replay.attempt() : call.down, begin);
       last = r;
       switch (r.kind) {
         case 'response':
@@ -176,6 +183,7 @@ export class H2Forwarder {
     headers: OutgoingHttpHeaders,
     signal: AbortSignal,
     body: Readable,
+    opened: () => void,
   ): Promise<Attempt> {
     return new Promise((resolve) => {
       let settled = false;
@@ -206,6 +214,7 @@ export class H2Forwarder {
             stream.close(NGHTTP2_CANCEL);
             return;
           }
+          opened();
           stream.on('error', () => {});
           let trailers: IncomingHttpHeaders | undefined;
           stream.once('trailers', (t: IncomingHttpHeaders) => (trailers = t));

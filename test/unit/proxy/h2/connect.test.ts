@@ -9,7 +9,7 @@ import {
   unary,
   type GrpcBackend,
   type TestClient,
-} from './grpc-service.ts';
+} from '../../../harness/grpc.ts';
 
 /**
  * Explicit capture: a gRPC client with grpc_proxy set opens one CONNECT tunnel per target. To a

@@ -10,7 +10,7 @@ import {
   type GrpcBackend,
   type Msg,
   type TestClient,
-} from './grpc-service.ts';
+} from '../../../harness/grpc.ts';
 
 let backends: GrpcBackend[];
 let proxy: Proxy;

@@ -14,11 +14,12 @@ export interface Msg {
   port?: number;
   failCode?: number;
   delayMs?: number;
+  servedBy?: string;
 }
 
 const pb = createRequire(import.meta.url)('protobufjs') as typeof protobuf;
 const MsgType = pb
-  .loadSync(join(import.meta.dirname, '../../../../proto/outrigger/v1/test_service.proto'))
+  .loadSync(join(import.meta.dirname, '../../proto/outrigger/v1/test_service.proto'))
   .lookupType('outrigger.v1.Msg');
 
 const serialize = (m: Msg): Buffer => Buffer.from(MsgType.encode(MsgType.fromObject(m)).finish());
@@ -48,10 +49,10 @@ export interface GrpcBackend {
   close(): Promise<void>;
 }
 
-/** A TestService server on 127.0.0.1; every reply carries its port, metadata is echoed in trailers. */
-export async function startGrpcBackend(): Promise<GrpcBackend> {
+/** A TestService server (127.0.0.1, a free port by default); replies carry its port, trailers echo metadata. */
+export async function startGrpcBackend(address = '127.0.0.1:0'): Promise<GrpcBackend> {
   const server = new grpc.Server();
-  const state = { port: 0, calls: 0 };
+  const state = { port: 0, calls: 0, address };
   const trailersFrom = (md: grpc.Metadata): grpc.Metadata => {
     const t = new grpc.Metadata();
     const bin = md.get('x-echo-bin');
@@ -70,7 +71,11 @@ export async function startGrpcBackend(): Promise<GrpcBackend> {
             details: `failed as asked: ${r.text ?? ''}`,
             metadata: trailersFrom(call.metadata),
           });
-        cb(null, { text: r.text ?? '', port: state.port }, trailersFrom(call.metadata));
+        cb(
+          null,
+          { text: r.text ?? '', port: state.port, servedBy: state.address },
+          trailersFrom(call.metadata),
+        );
       };
       if (r.delayMs) setTimeout(answer, r.delayMs);
       else answer();
@@ -105,10 +110,11 @@ export async function startGrpcBackend(): Promise<GrpcBackend> {
     },
   });
   state.port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, port) =>
+    server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (e, port) =>
       e ? reject(e) : resolve(port),
     ),
   );
+  state.address = address.replace(/:0$/, `:${state.port}`);
   return {
     get port() {
       return state.port;
@@ -116,6 +122,7 @@ export async function startGrpcBackend(): Promise<GrpcBackend> {
     get calls() {
       return state.calls;
     },
+    // Graceful: GOAWAY to every client, calls in flight finish, then the server closes.
     close: () => new Promise((r) => server.tryShutdown(() => r())),
   };
 }
