@@ -7,7 +7,6 @@ import {
   type ServerHttp2Stream,
 } from 'node:http2';
 import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
-import { Duplex } from 'node:stream';
 import type { Clock } from '../shared/clock.ts';
 import { listenOn } from '../shared/listen.ts';
 import type { Logger } from '../shared/log.ts';
@@ -271,11 +270,12 @@ export class Sidecar {
   }
 
   #handH2(h2: Http2Server, socket: Socket, head: Buffer): void {
-    // An HTTP/2 session reads the socket's handle directly and would never see bytes put back
-    // with unshift(): it gets a stream that replays them first.
+    // The session reads what is buffered on the socket first (the sniffed bytes), then its handle.
+    // The socket must not be resumed here: flowing with no 'data' listener would drop them.
     this.#handing = socket;
     try {
-      h2.emit('connection', withHead(socket, head));
+      if (head.length > 0) socket.unshift(head);
+      h2.emit('connection', socket);
     } finally {
       this.#handing = undefined;
     }
@@ -289,7 +289,7 @@ export class Sidecar {
     });
     const sockets = new WeakMap<Http2Session, Socket>();
     server.on('session', (session: Http2Session) => {
-      // Emitted while the connection is handed over: the session's own socket is a wrapper.
+      // Emitted while the connection is handed over; session.socket is only a guarded proxy of it.
       if (this.#handing) sockets.set(session, this.#handing);
       l.sessions.add(session);
       session.once('close', () => l.sessions.delete(session));
@@ -347,29 +347,6 @@ export class Sidecar {
     }
     this.#o.egress.handler.onTcp(socket, original);
   }
-}
-
-/** The socket as a stream that yields head first, then whatever the socket reads. */
-function withHead(socket: Socket, head: Buffer): Duplex {
-  const d = new Duplex({
-    read: () => void socket.resume(),
-    write: (chunk: Buffer, _enc, cb) => void socket.write(chunk, cb),
-    final: (cb) => {
-      socket.end();
-      cb();
-    },
-    destroy: (err, cb) => {
-      socket.destroy();
-      cb(err);
-    },
-  });
-  d.push(head);
-  socket.on('data', (c: Buffer) => {
-    if (!d.push(c)) socket.pause();
-  });
-  socket.once('end', () => d.push(null));
-  socket.once('close', () => d.destroy());
-  return d;
 }
 
 function listen(server: NetServer | Server, spec: ListenerSpec): Promise<void> {
