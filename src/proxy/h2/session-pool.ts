@@ -5,6 +5,7 @@ import {
   type ClientSessionRequestOptions,
   type OutgoingHttpHeaders,
 } from 'node:http2';
+import { connect as netConnect } from 'node:net';
 import type { Clock, Timer } from '../../shared/clock.ts';
 import type { Upstream } from '../forward.ts';
 
@@ -138,6 +139,8 @@ export class H2SessionPool {
     const session = connect(authority, {
       settings: { initialWindowSize: STREAM_WINDOW, enablePush: false },
       maxSessionMemory: 64,
+      // Without TCP_NODELAY small frames wait on Nagle and delayed ACKs (tens of milliseconds).
+      createConnection: () => netConnect({ host: up.host, port: up.port, noDelay: true }),
     });
     const entry: Entry = { session, ready: Promise.resolve(), active: 0, draining: false };
     const list = this.#byEndpoint.get(up.id) ?? [];
