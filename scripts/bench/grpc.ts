@@ -8,7 +8,7 @@
 //   node scripts/bench/grpc.ts [--seconds 8] [--clients 10] [--streams 10] [--rate 1000]
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { connect, createServer } from 'node:http2';
+import { connect, createServer, type IncomingHttpHeaders } from 'node:http2';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { serviceYaml } from '../../test/harness/tracing-relay.ts';
@@ -171,7 +171,7 @@ function oneCall(port: number, authority: string): Promise<string> {
     });
     let status = 'none';
     s.on('response', (h) => h['grpc-status'] !== undefined && (status = String(h['grpc-status'])));
-    s.on('trailers', (t) => (status = String(t['grpc-status'])));
+    s.on('trailers', (t: IncomingHttpHeaders) => (status = String(t['grpc-status'])));
     s.on('error', reject);
     s.on('close', () => {
       session.close();
