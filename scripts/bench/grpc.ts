@@ -3,11 +3,11 @@
 // content-type application/grpc, te: trailers) to the same node:http2 backend directly, through
 // HAProxy in h2c mode (`proto h2` on both sides), and through Outrigger's egress listener (one hop,
 // explicit mode, file source, tracing off). Closed loop (-c clients x -m streams, -D seconds),
-// then a fixed rate (--rps per client). h2load checks only :status, so each target is first
+// then a fixed rate (--rps per client; p50/p99 from h2load's per-request log). h2load checks only :status, so each target is first
 // checked for grpc-status 0 with one call of our own.
 //   node scripts/bench/grpc.ts [--seconds 8] [--clients 10] [--streams 10] [--rate 1000]
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, createServer, type IncomingHttpHeaders } from 'node:http2';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -118,6 +118,7 @@ async function main(): Promise<void> {
   for (const t of targets) {
     await ready(t.port, t.authority);
     const closed = h2load(t.port, t.authority, body, ['-c', String(CLIENTS), '-m', String(STREAMS)]);
+    const log = path.join(dir, `${t.port}.log`);
     const fixed = h2load(t.port, t.authority, body, [
       '-c',
       String(CLIENTS),
@@ -125,19 +126,33 @@ async function main(): Promise<void> {
       '1',
       '--rps',
       String(RATE / CLIENTS),
+      `--log-file=${log}`,
     ]);
+    const p = percentiles(log);
     rows.push(
-      `| ${t.name} | ${closed.rps} | ${closed.failed} | ${closed.mean} | ${fixed.rps} | ${fixed.mean} | ${fixed.max} |`,
+      `| ${t.name} | ${closed.rps} | ${closed.failed} | ${closed.mean} | ${fixed.rps} | ${p.p50} | ${p.p99} | ${fixed.max} |`,
     );
   }
   process.stdout.write(
     `h2load, ${SECONDS} s per phase; closed loop ${CLIENTS} clients x ${STREAMS} streams; fixed ${RATE} rps\n\n` +
-      '| target | closed-loop req/s | failed | mean latency | fixed-rate req/s | mean latency | max latency |\n' +
-      '|---|---|---|---|---|---|---|\n' +
+      '| target | closed-loop req/s | failed | mean latency | fixed-rate req/s | p50 | p99 | max |\n' +
+      '|---|---|---|---|---|---|---|---|\n' +
       rows.join('\n') +
       '\n',
   );
   process.exit(0);
+}
+
+/** p50 and p99 of the per-request latencies h2load logged (microseconds, third column). */
+function percentiles(log: string): { p50: string; p99: string } {
+  const us = readFileSync(log, 'utf8')
+    .split('\n')
+    .map((l) => Number(l.split('\t')[2]))
+    .filter((n) => Number.isFinite(n) && n > 0)
+    .sort((a, b) => a - b);
+  const at = (q: number): string =>
+    `${((us[Math.min(us.length - 1, Math.floor(q * us.length))] ?? 0) / 1000).toFixed(2)}ms`;
+  return { p50: at(0.5), p99: at(0.99) };
 }
 
 function started(child: ChildProcess): Promise<void> {
