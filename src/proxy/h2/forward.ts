@@ -57,6 +57,7 @@ type Attempt =
   | { kind: 'connect_failure'; timedOut: boolean; message: string }
   | { kind: 'refused'; message: string }
   | { kind: 'reset'; code: number }
+  | { kind: 'invalid'; message: string }
   | { kind: 'timeout' }
   | { kind: 'deadline' }
   | { kind: 'client_gone' };
@@ -159,6 +160,14 @@ export class H2Forwarder {
             `upstream ${up.host}:${up.port} reset the stream (code ${r.code})`,
             grpcStatusOfReset(r.code),
           );
+        case 'invalid':
+          done('cancelled');
+          return this.#fail(
+            call,
+            'bad_request',
+            `request not forwardable: ${r.message}`,
+            GrpcStatus.INTERNAL,
+          );
         case 'client_gone':
           done('cancelled');
           return { status: 0, errorMessage: 'client went away' };
@@ -245,13 +254,15 @@ export class H2Forwarder {
         },
         (e: unknown) =>
           settle(
-            e instanceof H2OpenError && e.kind === 'refused'
-              ? { kind: 'refused', message: e.message }
-              : {
-                  kind: 'connect_failure',
-                  timedOut: e instanceof H2OpenError && e.timedOut,
-                  message: `connect to ${target.host}:${target.port} failed: ${(e as Error).message}`,
-                },
+            !(e instanceof H2OpenError)
+              ? { kind: 'invalid', message: (e as Error).message }
+              : e.kind === 'refused'
+                ? { kind: 'refused', message: e.message }
+                : {
+                    kind: 'connect_failure',
+                    timedOut: e.timedOut,
+                    message: `connect to ${target.host}:${target.port} failed: ${(e as Error).message}`,
+                  },
           ),
       );
     });

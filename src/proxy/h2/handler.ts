@@ -64,6 +64,9 @@ export class H2Handler {
 
   async #handle(ctx: H2StreamContext, grpc: boolean, hop: Hop): Promise<void> {
     const { stream, headers } = ctx;
+    // The CONNECT method of RFC 9113 section 8.5 (tunnels over one stream) is not proxied.
+    if (headers[':method'] === 'CONNECT')
+      return this.#refuse(ctx, grpc, hop, 'bad_request', 'CONNECT over HTTP/2 is not supported');
     const timeout = grpc ? parseGrpcTimeout(headers['grpc-timeout']) : undefined;
     if (timeout instanceof Error) return this.#refuse(ctx, grpc, hop, 'bad_request', timeout.message);
     const route = await this.#o.route(ctx);

@@ -42,6 +42,13 @@ export class H2OpenError extends Error {
 const STREAM_WINDOW = 1024 * 1024;
 const SESSION_WINDOW = 8 * 1024 * 1024;
 
+/** request() errors that mean the session can take no stream (nothing was sent). */
+const SESSION_GONE: ReadonlySet<string> = new Set([
+  'ERR_HTTP2_GOAWAY_SESSION',
+  'ERR_HTTP2_INVALID_SESSION',
+  'ERR_HTTP2_OUT_OF_STREAMS',
+]);
+
 interface Entry {
   session: ClientHttp2Session;
   ready: Promise<void>;
@@ -76,8 +83,13 @@ export class H2SessionPool {
       try {
         stream = entry.session.request(headers, options);
       } catch (e) {
-        // The session closed between the pick and the request (GOAWAY, out of stream ids).
         entry.active--;
+        // Headers Node refuses say nothing about the session: fail this request only.
+        if (!SESSION_GONE.has((e as NodeJS.ErrnoException).code ?? '')) {
+          this.#maybeIdle(up, entry);
+          throw e;
+        }
+        // The session closed between the pick and the request (GOAWAY, out of stream ids).
         entry.draining = true;
         this.#maybeIdle(up, entry);
         if (turn === 7) throw new H2OpenError('refused', (e as Error).message);

@@ -282,3 +282,21 @@ test('transparent capture: an h2c connection is told by its preface and balanced
     await p.close();
   }
 });
+
+test('CONNECT over HTTP/2 is refused with 400, the connection keeps serving', async () => {
+  route('after-connect', await backend());
+  const c = await h2Client(proxy.egress);
+  try {
+    const r = await h2Request(c, { ':method': 'CONNECT', ':authority': 'after-connect.prod:80' });
+    assert.equal(r.headers[':status'], 400);
+    assert.equal(r.headers['x-outrigger-error'], 'bad_request');
+    const next = await h2Request(
+      c,
+      grpcHeaders('after-connect.prod', '/outrigger.v1.TestService/Unary'),
+      'x',
+    );
+    assert.ok(ok(next));
+  } finally {
+    c.close();
+  }
+});
