@@ -7,7 +7,10 @@
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { describe, test } from 'node:test';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
+import { describe, test, type TestContext } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { TestCluster } from '../harness/cluster.ts';
 import { podEnv, suiteCluster, type PodEnv } from '../harness/data-path.ts';
@@ -132,4 +135,59 @@ describe('gRPC e2e (explicit capture, real API server)', { concurrency: 1 }, () 
     assert.equal(r.stream.status, 0, r.stream.details);
     assert.equal(r.stream.messages, 20);
   });
+
+  test('a grpc-go client through CONNECT (HTTPS_PROXY) has its calls spread too', async (t) => {
+    if (!hasGo(t)) return;
+    const c = await clusterFor(t);
+    if (!c) return;
+    const client = buildGoClient();
+    const pod = await podEnv(c, await c.admin.createNamespace('grpc-go'));
+    t.after(() => pod.close());
+    const backends = await rpcService(c, pod);
+    t.after(() => backends.forEach((b) => b.kill('SIGKILL')));
+    const sidecar = await pod.startSidecar(['--balancer', 'round-robin']);
+    t.after(() => sidecar.stop());
+    await waitFor('sidecar ready', async () => (await pod.admin('/readyz')).status === 200, 30_000);
+    // grpc-go reads HTTPS_PROXY (not grpc_proxy) and sends CONNECT with the target unresolved.
+    const r = await pod.ns.exec([client, `rpc.${pod.namespace}:${PORT}`, '300'], {
+      env: { ...process.env, HTTPS_PROXY: 'http://127.0.0.1:7400' },
+      timeoutMs: 120_000,
+    });
+    const summary = JSON.parse(r.stdout) as Pick<GrpcLoad, 'failed' | 'failures' | 'byServer'>;
+    t.diagnostic(`grpc-go via CONNECT: ${JSON.stringify(summary.byServer)}, ${summary.failed} failed`);
+    assert.equal(summary.failed, 0, JSON.stringify(summary.failures));
+    assert.deepEqual(Object.keys(summary.byServer).sort(), ADDRESSES.map((a) => `${a}:${PORT}`).sort());
+    for (const [server, n] of Object.entries(summary.byServer))
+      assert.ok(n >= 69 && n <= 129, `${server} served ${n} of 300`);
+  });
 });
+
+/** Go is needed for the grpc-go client: a skip without it, a failure under CI. */
+function hasGo(t: TestContext): boolean {
+  if (spawnSync('go', ['version'], { stdio: 'ignore' }).error === undefined) return true;
+  if (process.env.CI === 'true') assert.fail('go is required under CI for the grpc-go client');
+  t.skip('go is not installed');
+  return false;
+}
+
+/**
+ * Builds test/e2e/clients/grpc (google.golang.org/grpc, pinned in its go.sum); modules come from
+ * the test-cluster build's cache when they are there, else from the Go module proxy.
+ */
+function buildGoClient(): string {
+  const src = path.join(repoRoot, 'test/e2e/clients/grpc');
+  const out = path.join(mkdtempSync(path.join(tmpdir(), 'outrigger-grpc-go-')), 'grpc-client');
+  const cache = path.join(homedir(), '.cache/outrigger-testbins/gomod/cache/download');
+  const r = spawnSync('go', ['build', '-o', out, '.'], {
+    cwd: src,
+    encoding: 'utf8',
+    timeout: 300_000,
+    env: {
+      ...process.env,
+      GOTOOLCHAIN: 'local',
+      GOPROXY: existsSync(cache) ? `file://${cache},https://proxy.golang.org` : 'https://proxy.golang.org',
+    },
+  });
+  assert.equal(r.status, 0, `go build: ${r.stderr}`);
+  return out;
+}
