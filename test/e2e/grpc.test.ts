@@ -8,14 +8,16 @@ import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
-import { describe, test, type TestContext } from 'node:test';
+import { after, describe, test, type TestContext } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { TestCluster } from '../harness/cluster.ts';
 import { podEnv, suiteCluster, type PodEnv } from '../harness/data-path.ts';
 import { replaceSliceAddresses, waitFor } from '../harness/discovery.ts';
+import { requireNetns, waitForPort } from '../harness/netns.ts';
 import { repoRoot } from '../harness/tools.ts';
+import { APP_UID, SERVER4, startPods, tools, type Pods } from '../harness/transparent-pods.ts';
 
 interface GrpcLoad {
   total: number;
@@ -191,3 +193,88 @@ function buildGoClient(): string {
   assert.equal(r.status, 0, `go build: ${r.stderr}`);
   return out;
 }
+
+describe('gRPC e2e (transparent capture, two netns pods)', () => {
+  const CLUSTER_IP = '10.96.0.40';
+  const ports = [9001, 9002, 9003];
+  let pods: Pods | undefined;
+
+  after(async () => {
+    await pods?.remove();
+  });
+
+  test('one connection to a ClusterIP: calls split over 3 endpoints through both sidecars', async (t) => {
+    if (!requireNetns(t, tools)) return;
+    // Three endpoints on the server pod's IP, one per slice (each slice names its own port).
+    const slices = ports
+      .map(
+        (port, i) => `---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: rpc-${i}, namespace: demo, labels: { kubernetes.io/service-name: rpc } }
+addressType: IPv4
+ports: [{ name: grpc, port: ${port}, protocol: TCP, appProtocol: grpc }]
+endpoints: [{ addresses: ["${SERVER4}"], conditions: { ready: true } }]
+`,
+      )
+      .join('');
+    const p = await startPods(
+      (dir) => {
+        const source = path.join(dir, 'services.yaml');
+        writeFileSync(
+          source,
+          `apiVersion: v1
+kind: Service
+metadata: { name: rpc, namespace: demo }
+spec:
+  type: ClusterIP
+  clusterIP: ${CLUSTER_IP}
+  ports: [{ name: grpc, port: ${PORT}, protocol: TCP, appProtocol: grpc }]
+${slices}`,
+          { mode: 0o644 },
+        );
+        return ['--source', `file:${source}`, '--namespace', 'demo', '--balancer', 'round-robin'];
+      },
+      {
+        serve: async (server) => {
+          for (const port of ports) {
+            server.spawn([node, backendScript, `${SERVER4}:${port}`], { uid: APP_UID });
+            await waitForPort(server, SERVER4, port);
+          }
+        },
+      },
+    );
+    pods = p;
+    const r = await p.client.exec(
+      [node, loadScript, 'plain', '0', `${CLUSTER_IP}:${PORT}`, '300', '0', '0'],
+      { uid: APP_UID, timeoutMs: 120_000 },
+    );
+    const summary = JSON.parse(r.stdout) as GrpcLoad;
+    t.diagnostic(`transparent: ${JSON.stringify(summary.byServer)}, ${summary.failed} failed`);
+    assert.equal(summary.failed, 0, JSON.stringify(summary.failures));
+    assert.deepEqual(Object.keys(summary.byServer).sort(), ports.map((port) => `${SERVER4}:${port}`).sort());
+    for (const [server, n] of Object.entries(summary.byServer))
+      assert.ok(n >= 69 && n <= 129, `${server} served ${n} of 300`);
+    // The server pod's ingress sidecar carried every call as HTTP/2 to the app.
+    const m = await p.server.exec(
+      [
+        node,
+        '-e',
+        "fetch('http://127.0.0.1:7402/metrics').then(async (r) => process.stdout.write(await r.text()))",
+      ],
+      { timeoutMs: 15_000 },
+    );
+    const ingress =
+      /^outrigger_grpc_calls_total\{[^}]*direction="ingress"[^}]*grpc_status="0"[^}]*\} (\d+)/m.exec(
+        m.stdout,
+      );
+    assert.equal(
+      Number(ingress?.[1]),
+      300,
+      m.stdout
+        .split('\n')
+        .filter((l) => l.includes('grpc'))
+        .join('\n'),
+    );
+  });
+});

@@ -1,7 +1,8 @@
 // A gRPC app for e2e tests: N unary calls, one after another (INTERVAL_MS apart), over ONE client
 // channel, while one server-streaming call of STREAM_MESSAGES messages (500 ms apart) runs beside
 // them. MODE "direct" dials the egress listener with :authority TARGET (prior-knowledge h2c);
-// "connect" sets grpc_proxy to the egress listener and dials TARGET through CONNECT.
+// "connect" sets grpc_proxy to the egress listener and dials TARGET through CONNECT; "plain" dials
+// TARGET itself (transparent capture).
 // Prints a JSON summary on stdout. Bounded: N calls, each with a 10 s deadline.
 // usage: node grpc-load.ts MODE EGRESS_PORT TARGET N INTERVAL_MS STREAM_MESSAGES
 import { setTimeout as delay } from 'node:timers/promises';
@@ -15,6 +16,11 @@ if (mode === 'connect') {
   process.env.grpc_proxy = `http://127.0.0.1:${egress}`;
   client = new Client(target, grpc.credentials.createInsecure()) as unknown as TestClient;
   delete process.env.grpc_proxy;
+} else if (mode === 'plain') {
+  // Transparent capture: the app dials the Service itself; iptables sends it to the sidecar.
+  client = new Client(target, grpc.credentials.createInsecure(), {
+    'grpc.enable_http_proxy': 0,
+  }) as unknown as TestClient;
 } else {
   client = new Client(`127.0.0.1:${egress}`, grpc.credentials.createInsecure(), {
     'grpc.default_authority': target,
