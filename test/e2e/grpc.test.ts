@@ -138,6 +138,34 @@ describe('gRPC e2e (explicit capture, real API server)', { concurrency: 1 }, () 
     assert.equal(r.stream.messages, 20);
   });
 
+  test('a 60 s API server outage fails no call; a 30 s server stream survives it', async (t) => {
+    const c = await clusterFor(t);
+    if (!c) return;
+    const pod = await podEnv(c, await c.admin.createNamespace('grpc-outage'));
+    t.after(() => pod.close());
+    const backends = await rpcService(c, pod);
+    t.after(() => backends.forEach((b) => b.kill('SIGKILL')));
+    await pod.startSidecar();
+    await waitFor('sidecar ready', async () => (await pod.admin('/readyz')).status === 200, 30_000);
+    // Calls 20 ms apart for about 75 s and a 30 s stream (60 messages, 500 ms apart) from the start.
+    const traffic = load(pod, 'direct', 3_400, 20, 60);
+    await delay(5_000);
+    await c.apiserverStop();
+    try {
+      await delay(60_000);
+    } finally {
+      await c.apiserverStart();
+    }
+    const r = await traffic;
+    t.diagnostic(
+      `outage: ${r.total} calls, ${r.failed} failed, ${JSON.stringify(r.byServer)}, stream ${JSON.stringify(r.stream)}`,
+    );
+    assert.equal(r.failed, 0, JSON.stringify(r.failures));
+    assert.equal(Object.keys(r.byServer).length, 3, 'all endpoints kept serving');
+    assert.equal(r.stream.status, 0, r.stream.details);
+    assert.equal(r.stream.messages, 60);
+  });
+
   test('a grpc-go client through CONNECT (HTTPS_PROXY) has its calls spread too', async (t) => {
     if (!hasGo(t)) return;
     const c = await clusterFor(t);
