@@ -1,11 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Balancers } from '../../../src/balance/balancer.ts';
-import { FakeResolver } from '../../../src/discovery/fake-resolver.ts';
+import { FakeResolver } from '../../harness/fake-resolver.ts';
 import { decide, type EgressPolicy } from '../../../src/proxy/egress-plan.ts';
 import { AffinityTable } from '../../../src/routing/affinity.ts';
 import { Router } from '../../../src/routing/router.ts';
-import { FakeClock } from '../../../src/shared/fake-clock.ts';
+import { FakeClock } from '../../harness/fake-clock.ts';
 import { ep, service } from '../routing/fixtures.ts';
 
 test('every routed request counts toward its Service retry budget (20 % of requests on top of the floor)', async () => {
