@@ -55,7 +55,7 @@ export class IngressHandler {
     const hop = this.#startHop(req, 'http');
     const target = toOriginForm(req);
     const plan =
-      'error' in target ? { error: target.error, code: 'bad_request' as const } : this.#plan(req.socket);
+      'error' in target ? { error: target.error, code: 'bad_request' as const } : this.plan(req.socket);
     const refused = this.#o.refuse?.(req.socket);
     if (refused) {
       const status = sendError(res, 'mesh_caller_denied', refused);
@@ -90,7 +90,7 @@ export class IngressHandler {
     socket.on('error', () => socket.destroy());
     const target = toOriginForm(req);
     if ('error' in target) return this.#socketFail(socket, hop, 'bad_request', target.error);
-    const plan = this.#plan(req.socket);
+    const plan = this.plan(req.socket);
     const refused = this.#o.refuse?.(req.socket);
     if (refused) return this.#socketFail(socket, hop, 'mesh_caller_denied', refused);
     if ('error' in plan) return this.#socketFail(socket, hop, plan.code, plan.error);
@@ -123,7 +123,7 @@ export class IngressHandler {
       }),
     );
     socket.on('error', () => socket.destroy());
-    const plan = this.#plan(socket);
+    const plan = this.plan(socket);
     const refused = this.#o.refuse?.(socket);
     if (refused) {
       socket.destroy();
@@ -181,7 +181,8 @@ export class IngressHandler {
     return { address: this.#o.appHost, port };
   }
 
-  #plan(socket: Socket): ForwardPlan | { error: string; code: ProxyErrorCode } {
+  /** Where a connection's requests go: the app (also used for HTTP/2 streams). */
+  plan(socket: Socket): ForwardPlan | { error: string; code: ProxyErrorCode } {
     const app = this.#appAddress(socket);
     if ('error' in app) return app;
     if (this.#o.ownPorts.has(app.port) && isSelfAddress(ipLiteral(app.address) ?? app.address))
