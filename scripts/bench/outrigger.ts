@@ -10,7 +10,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { httpGet } from '../../test/harness/http-get.ts';
 import { serviceYaml } from '../../test/harness/tracing-relay.ts';
-import type { BenchTarget } from './run.ts';
+import type { BenchTarget } from './peers.ts';
 
 export interface OutriggerEnv {
   dir: string;
@@ -18,6 +18,11 @@ export interface OutriggerEnv {
   /** The outrigger CLI entry point (compiled or source). */
   main: string;
   launch(cmd: string, argv: string[], opts?: { env?: NodeJS.ProcessEnv }): ChildProcess;
+  /**
+   * `--max-semi-space-size` values (MiB) for extra one-hop rows, 'default' for V8's own sizing; the
+   * main rows use 2 MiB as the image does.
+   */
+  semiSpaces?: string[];
 }
 
 /** Ports: A is the client-side sidecar, B the server-side one. */
@@ -52,30 +57,66 @@ function startSink(): Promise<http.Server> {
   return new Promise((resolve) => server.listen(OTLP_SINK, '127.0.0.1', () => resolve(server)));
 }
 
-function sidecar(env: OutriggerEnv, source: string, ports: typeof A, extra: string[] = []): ChildProcess {
-  return env.launch(process.execPath, [
-    // As the image and bin/outrigger.js run it (docs/benchmarks.md, "Memory").
-    '--max-semi-space-size=2',
-    env.main,
+export interface SidecarPorts {
+  egress: number;
+  ingress: number;
+  admin: number;
+}
+
+/** Node and `outrigger proxy` arguments of a benchmark sidecar (file source, explicit capture). */
+export function sidecarArgs(o: {
+  main: string;
+  source: string;
+  ports: SidecarPorts;
+  otlpPort: number;
+  semiSpace?: string;
+  nodeFlags?: string[];
+  extra?: string[];
+}): string[] {
+  const semi = o.semiSpace ?? '2'; // as the image and bin/outrigger.js run it (docs/benchmarks.md, "Memory")
+  return [
+    ...(semi === 'default' ? [] : [`--max-semi-space-size=${semi}`]),
+    ...(o.nodeFlags ?? []),
+    o.main,
     'proxy',
     '--source',
-    `file:${source}`,
+    `file:${o.source}`,
     '--capture',
     'explicit',
     '--namespace',
     'bench',
     '--egress-port',
-    String(ports.egress),
+    String(o.ports.egress),
     '--ingress-port',
-    String(ports.ingress),
+    String(o.ports.ingress),
     '--admin-port',
-    String(ports.admin),
+    String(o.ports.admin),
     '--trace-endpoint',
-    `http://127.0.0.1:${OTLP_SINK}/`,
+    `http://127.0.0.1:${o.otlpPort}/`,
     '--log-level',
     'warn',
-    ...extra,
-  ]);
+    ...(o.extra ?? []),
+  ];
+}
+
+function sidecar(
+  env: OutriggerEnv,
+  source: string,
+  ports: SidecarPorts,
+  extra: string[] = [],
+  semiSpace?: string,
+): ChildProcess {
+  return env.launch(
+    process.execPath,
+    sidecarArgs({
+      main: env.main,
+      source,
+      ports,
+      otlpPort: OTLP_SINK,
+      extra,
+      ...(semiSpace ? { semiSpace } : {}),
+    }),
+  );
 }
 
 export async function outriggerTargets(env: OutriggerEnv): Promise<BenchTarget[]> {
@@ -94,15 +135,17 @@ export async function outriggerTargets(env: OutriggerEnv): Promise<BenchTarget[]
   );
   const sink = await startSink();
   process.once('exit', () => sink.close());
+  const oneHop = (name: string, semiSpace?: string): BenchTarget => ({
+    name,
+    port: A.egress,
+    authority: 'one-hop',
+    start: () => [sidecar(env, source, A, [], semiSpace)],
+    ready: () => readyz(A.admin),
+    adminPorts: [A.admin],
+    note: 'egress listener, explicit mode, Host: one-hop -> file-source Service -> backend',
+  });
   return [
-    {
-      name: 'outrigger 1 hop',
-      port: A.egress,
-      authority: 'one-hop',
-      start: () => [sidecar(env, source, A)],
-      ready: () => readyz(A.admin),
-      note: 'egress listener, explicit mode, Host: one-hop -> file-source Service -> backend',
-    },
+    oneHop('outrigger 1 hop'),
     {
       name: 'outrigger 2 hops',
       port: A.egress,
@@ -115,7 +158,11 @@ export async function outriggerTargets(env: OutriggerEnv): Promise<BenchTarget[]
         await readyz(A.admin);
         await readyz(B.admin);
       },
+      adminPorts: [A.admin, B.admin],
       note: "egress of sidecar A -> ingress of sidecar B -> backend; CPU and RSS are both sidecars' sums",
     },
+    ...(env.semiSpaces ?? []).map((s) =>
+      oneHop(`outrigger 1 hop, semi-space ${s === 'default' ? 'default' : `${s} MiB`}`, s),
+    ),
   ];
 }

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { registerEventLoopDelay } from './event-loop.ts';
 
 /**
  * The sidecar's Prometheus metrics. Names follow Istio's and Linkerd's shapes (requests by
@@ -95,6 +96,7 @@ export class Metrics {
       'Age of the oldest stale discovery entry',
       (d) => d.oldestStaleSeconds,
     );
+    registerEventLoopDelay(this.registry);
   }
 
   setSources(sources: MetricsSources): void {
