@@ -11,6 +11,7 @@ import path from 'node:path';
 import { httpGet } from '../../test/harness/http-get.ts';
 import { serviceYaml } from '../../test/harness/tracing-relay.ts';
 import type { BenchTarget } from './peers.ts';
+import { benchPort } from './procs.ts';
 
 export interface OutriggerEnv {
   dir: string;
@@ -23,12 +24,14 @@ export interface OutriggerEnv {
    * main rows use 2 MiB as the image does.
    */
   semiSpaces?: string[];
+  /** Appended to the row names, e.g. " (main)" for a baseline build. */
+  label?: string;
 }
 
 /** Ports: A is the client-side sidecar, B the server-side one. */
-const A = { egress: 18086, ingress: 18087, admin: 18088 };
-const B = { egress: 18089, ingress: 18090, admin: 18091 };
-const OTLP_SINK = 18095;
+const A = { egress: benchPort(6), ingress: benchPort(7), admin: benchPort(8) };
+const B = { egress: benchPort(9), ingress: benchPort(10), admin: benchPort(11) };
+const OTLP_SINK = benchPort(15);
 
 /** Whether this checkout has `outrigger proxy` yet. */
 function proxyAvailable(main: string): boolean {
@@ -49,7 +52,14 @@ async function readyz(adminPort: number, timeoutMs = 20_000): Promise<void> {
 }
 
 /** A loopback OTLP/HTTP collector that accepts and discards, so span export costs what it would. */
+let sinkStarted: Promise<http.Server> | undefined;
+
+/** Started once however many builds' rows are in the run. */
 function startSink(): Promise<http.Server> {
+  return (sinkStarted ??= listenSink());
+}
+
+function listenSink(): Promise<http.Server> {
   const server = http.createServer((req, res) => {
     req.resume();
     req.on('end', () => res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end());
@@ -134,9 +144,10 @@ export async function outriggerTargets(env: OutriggerEnv): Promise<BenchTarget[]
       serviceYaml('two-hop', 'bench', B.ingress, '10.96.0.52'),
   );
   const sink = await startSink();
-  process.once('exit', () => sink.close());
+  if (!env.label) process.once('exit', () => sink.close());
+  const label = env.label ?? '';
   const oneHop = (name: string, semiSpace?: string): BenchTarget => ({
-    name,
+    name: `${name}${label}`,
     port: A.egress,
     authority: 'one-hop',
     start: () => [sidecar(env, source, A, [], semiSpace)],
@@ -147,7 +158,7 @@ export async function outriggerTargets(env: OutriggerEnv): Promise<BenchTarget[]
   return [
     oneHop('outrigger 1 hop'),
     {
-      name: 'outrigger 2 hops',
+      name: `outrigger 2 hops${label}`,
       port: A.egress,
       authority: 'two-hop',
       start: () => [

@@ -6,10 +6,13 @@ import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import type { BenchBuild } from './build.ts';
-import { dir, have, launch } from './procs.ts';
+import { benchPort, dir, have, launch } from './procs.ts';
 import { ONE_KIB } from './workloads.ts';
 
-export const BACKEND_PORT = 18080;
+export const BACKEND_PORT = benchPort(0);
+const NGINX = benchPort(1);
+const HAPROXY = benchPort(2);
+const SKIPPER = benchPort(12);
 
 export interface BenchTarget {
   name: string;
@@ -87,13 +90,13 @@ export function peerTargets(build: BenchBuild): BenchTarget[] {
   if (have('nginx'))
     out.push({
       name: 'nginx',
-      port: 18081,
-      authority: '127.0.0.1:18081',
+      port: NGINX,
+      authority: `127.0.0.1:${NGINX}`,
       start: () => {
         const conf = nginxConf(
           'proxy',
           `upstream backend { server 127.0.0.1:${BACKEND_PORT}; keepalive 128; }
-  server { listen 127.0.0.1:18081; location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection ""; } }`,
+  server { listen 127.0.0.1:${NGINX}; location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection ""; } }`,
         );
         return [launch('nginx', ['-c', conf, '-e', `${dir}/proxy-error.log`])];
       },
@@ -101,8 +104,8 @@ export function peerTargets(build: BenchBuild): BenchTarget[] {
   if (have('haproxy'))
     out.push({
       name: 'haproxy',
-      port: 18082,
-      authority: '127.0.0.1:18082',
+      port: HAPROXY,
+      authority: `127.0.0.1:${HAPROXY}`,
       start: () => {
         const cfg = path.join(dir, 'haproxy.cfg');
         writeFileSync(
@@ -118,7 +121,7 @@ defaults
   timeout client 65s
   timeout server 65s
 frontend f
-  bind 127.0.0.1:18082
+  bind 127.0.0.1:${HAPROXY}
   default_backend b
 backend b
   server s1 127.0.0.1:${BACKEND_PORT} maxconn 1000
@@ -131,16 +134,16 @@ backend b
   if (skipper)
     out.push({
       name: 'skipper',
-      port: 18092,
-      authority: '127.0.0.1:18092',
+      port: SKIPPER,
+      authority: `127.0.0.1:${SKIPPER}`,
       start: () => [
         launch(
           skipper,
           [
             '-address',
-            '127.0.0.1:18092',
+            `127.0.0.1:${SKIPPER}`,
             '-support-listener',
-            '127.0.0.1:18093',
+            `127.0.0.1:${SKIPPER + 1}`,
             '-access-log-disabled',
             '-application-log-level',
             'WARN',
@@ -154,9 +157,13 @@ backend b
     });
   else process.stderr.write('bench: no Skipper binary (scripts/bench/build-skipper); its row is left out\n');
   out.push(
-    nodeProxy('raw', 18083, 'node:http server -> http.request, keep-alive Agent of 128'),
-    nodeProxy('http-proxy', 18084, 'node:http server -> http-proxy web(), same Agent'),
-    nodeProxy('undici', 18085, 'node:http server -> undici Pool (128) dispatch() into the ServerResponse'),
+    nodeProxy('raw', benchPort(3), 'node:http server -> http.request, keep-alive Agent of 128'),
+    nodeProxy('http-proxy', benchPort(4), 'node:http server -> http-proxy web(), same Agent'),
+    nodeProxy(
+      'undici',
+      benchPort(5),
+      'node:http server -> undici Pool (128) dispatch() into the ServerResponse',
+    ),
   );
   return out;
 }
@@ -164,12 +171,13 @@ backend b
 /** The four upstream clients side by side (scripts/bench/clients.ts). */
 export function clientTargets(build: BenchBuild): BenchTarget[] {
   const kinds = ['http-proxy', 'raw', 'undici', 'undici-stream'];
-  return kinds.map((kind, i) => ({
-    name: kind,
-    port: 18101 + i,
-    authority: `127.0.0.1:${18101 + i}`,
-    start: () => [
-      launch(process.execPath, [build.nodeProxies, kind, String(18101 + i), String(BACKEND_PORT)]),
-    ],
-  }));
+  return kinds.map((kind, i) => {
+    const port = benchPort(21 + i);
+    return {
+      name: kind,
+      port,
+      authority: `127.0.0.1:${port}`,
+      start: () => [launch(process.execPath, [build.nodeProxies, kind, String(port), String(BACKEND_PORT)])],
+    };
+  });
 }

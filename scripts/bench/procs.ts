@@ -114,4 +114,11 @@ export function rssMb(pids: number[]): number {
   return kb / 1024;
 }
 
+/**
+ * Every port the benchmark scripts listen on is BASE + a fixed offset (loopback only), BASE from
+ * OUTRIGGER_BENCH_PORT_BASE (default 18080), so two runs on one machine can be kept apart.
+ */
+const BASE = Number(process.env.OUTRIGGER_BENCH_PORT_BASE ?? 18080);
+export const benchPort = (offset: number): number => BASE + offset;
+
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

@@ -13,7 +13,7 @@ import { compiledBuild } from './build.ts';
 import { closedLoop } from './loadgen.ts';
 import { sidecarArgs } from './outrigger.ts';
 import { BACKEND_PORT, startBackend } from './peers.ts';
-import { dir, launch, sleep, waitPort } from './procs.ts';
+import { benchPort, dir, launch, sleep, waitPort } from './procs.ts';
 import { WORKLOADS, wrk } from './workloads.ts';
 
 const { values: a } = parseArgs({
@@ -27,7 +27,8 @@ const { values: a } = parseArgs({
     'semi-space': { type: 'string', default: '2' },
   },
 });
-const PORTS = { egress: 18186, ingress: 18187, admin: 18188 };
+const PORTS = { egress: benchPort(106), ingress: benchPort(107), admin: benchPort(108) };
+const SINK = benchPort(115);
 const workload = WORKLOADS.find((w) => w.name === a.workload) ?? WORKLOADS[0]!;
 const ms = Math.min(60, Math.max(2, Number(a.seconds))) * 1000;
 
@@ -107,7 +108,7 @@ const profDir = path.join(dir, 'prof');
 mkdirSync(profDir);
 const sink = launch(process.execPath, [
   '-e',
-  "require('http').createServer((q,s)=>{q.resume();q.on('end',()=>s.end())}).listen(18195,'127.0.0.1')",
+  `require('http').createServer((q,s)=>{q.resume();q.on('end',()=>s.end())}).listen(${SINK},'127.0.0.1')`,
 ]);
 const child = launch(
   process.execPath,
@@ -115,7 +116,7 @@ const child = launch(
     main: build.main,
     source,
     ports: PORTS,
-    otlpPort: 18195,
+    otlpPort: SINK,
     semiSpace: a['semi-space'],
     nodeFlags: ['--cpu-prof', '--cpu-prof-dir', profDir],
     extra: ['--app-port', String(BACKEND_PORT), '--drain-seconds', '1'],

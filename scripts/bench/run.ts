@@ -2,7 +2,7 @@
 // nginx worker), on loopback only, each phase bounded in time.
 //   node scripts/bench/run.ts [--quick] [--rounds 2] [--only a,b] [--rate 1000] [--closed-s 8]
 //        [--fixed-s 10] [--workloads small,1k,post4k] [--fixed-only] [--closed-only]
-//        [--semi-space 1,2,4,8,16,default] [--pin] [--ts] [--json FILE]
+//        [--semi-space 1,2,4,8,16,default] [--baseline REF] [--pin] [--ts] [--json FILE]
 // Per target: RSS at start; closed-loop throughput and CPU per request for each workload (wrk
 // -t1 -c50, or the Node generator without wrk); then a fixed rate with coordinated-omission
 // correction (p50/p99), CPU per 1,000 rps, RSS under load and (Outrigger) the event-loop delay.
@@ -10,7 +10,7 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { compiledBuild, sourcesBuild } from './build.ts';
+import { compiledBuild, refBuild, sourcesBuild } from './build.ts';
 import { rounds, type MeasureOptions } from './measure.ts';
 import { outriggerTargets } from './outrigger.ts';
 import { BACKEND_PORT, peerTargets, startBackend } from './peers.ts';
@@ -33,6 +33,7 @@ const { values: a } = parseArgs({
     pin: { type: 'boolean', default: false },
     ts: { type: 'boolean', default: false },
     json: { type: 'string' },
+    baseline: { type: 'string' },
   },
 });
 
@@ -66,6 +67,16 @@ async function main(): Promise<void> {
       main: build.main,
       ...(a['semi-space'] ? { semiSpaces: a['semi-space'].split(',') } : {}),
     })),
+    // --baseline REF: the same Outrigger rows built from another git ref, in the same run.
+    ...(a.baseline
+      ? await outriggerTargets({
+          dir,
+          backendPort: BACKEND_PORT,
+          launch,
+          main: refBuild(a.baseline),
+          label: ` (${a.baseline})`,
+        })
+      : []),
   ];
   const only = a.only?.split(',');
   const chosen = targets.filter((t) => !only || only.includes(t.name));
