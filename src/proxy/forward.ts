@@ -1,19 +1,18 @@
-import type { ClientRequest, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import './http-proxy-shim.ts';
 import httpProxy from 'http-proxy';
-import type { Clock, Timer } from '../shared/clock.ts';
 import type { Outcome } from '../balance/balancer.ts';
-import type { AgentPool } from './agents.ts';
 import { BodyReplay } from './body-replay.ts';
-import { hasBody, IDEMPOTENT, stripHopByHop } from './headers.ts';
+import { IDEMPOTENT, requestFraming } from './headers.ts';
 import type { Hop } from './observer.ts';
 import { sendError, type ProxyErrorCode } from './status.ts';
+import type { AttemptResult, AttemptSpec, UpstreamClient } from './upstream-client.ts';
 
 /**
- * Forwards one HTTP request through http-proxy with keep-alive agents, trying endpoints one after
- * another where that is safe: after a failed connect (no byte reached the upstream) and, for
- * idempotent requests without a body, after a configured status. Retries draw on a budget.
+ * Forwards one HTTP request, trying endpoints one after another where that is safe: after a failed
+ * connect (no byte reached the upstream) and, for idempotent requests without a body, after a
+ * configured status. Retries draw on a budget. HTTP/1.1 requests go through the undici-based
+ * UpstreamClient; http-proxy keeps the WebSocket/Upgrade path.
  */
 export interface Upstream {
   id: string;
@@ -40,58 +39,17 @@ export interface ForwardResult {
 }
 
 export interface ForwarderOptions {
-  agents: AgentPool;
-  clock: Clock;
-  connectTimeoutMs: number;
-  /** From the first byte sent to the response headers; 504 after it. */
-  responseTimeoutMs: number;
+  client: UpstreamClient;
 }
-
-type AttemptResult =
-  | { kind: 'response'; status: number; done: Promise<void> }
-  | { kind: 'retry_status'; status: number }
-  | { kind: 'connect_failure'; timedOut: boolean; message: string }
-  | { kind: 'reset_reused'; message: string }
-  | { kind: 'timeout'; message: string }
-  | { kind: 'failed'; message: string }
-  | { kind: 'client_gone' };
-
-interface AttemptHooks {
-  onProxyReq(proxyReq: ClientRequest): void;
-  onProxyRes(proxyRes: IncomingMessage): void;
-}
-
-const CONNECT_ERRORS = new Set([
-  'ECONNREFUSED',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'ETIMEDOUT',
-  'EADDRNOTAVAIL',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'ECONNRESET',
-  'EPIPE',
-]);
 
 export class Forwarder {
-  readonly #o: ForwarderOptions;
+  readonly #client: UpstreamClient;
   // toProxy: the request target goes upstream as the client sent it, not re-parsed by the
-  // deprecated url.parse(), whose deprecation check walks the stack on every call (~25 µs of the
-  // sidecar's CPU per request on the benchmark VM, docs/benchmarks.md) and which re-escapes
-  // characters a signed path may rely on.
-  readonly #proxy = httpProxy.createProxyServer({
-    selfHandleResponse: true,
-    xfwd: false,
-    ws: true,
-    toProxy: true,
-  });
-  readonly #hooks = new WeakMap<IncomingMessage, AttemptHooks>();
+  // deprecated url.parse() (whose deprecation check walks the stack on every call).
+  readonly #proxy = httpProxy.createProxyServer({ xfwd: false, ws: true, toProxy: true });
 
   constructor(o: ForwarderOptions) {
-    this.#o = o;
-    this.#proxy.on('proxyReq', (proxyReq, req) => this.#hooks.get(req)?.onProxyReq(proxyReq));
-    this.#proxy.on('proxyRes', (proxyRes, req) => this.#hooks.get(req)?.onProxyRes(proxyRes));
-    // Errors arrive through the per-call callback; this keeps an unexpected one from crashing.
+    this.#client = o.client;
     // http-proxy pipes upgraded sockets but never passes on a close without FIN: tie them.
     this.#proxy.on('proxyReqWs', (proxyReq, _req, socket) => {
       proxyReq.on('upgrade', (_res, upstream) => {
@@ -99,10 +57,12 @@ export class Forwarder {
         upstream.once('close', () => socket.destroy());
       });
     });
+    // Errors arrive through the per-call callback; this keeps an unexpected one from crashing.
     this.#proxy.on('error', () => {});
     this.#proxy.on('econnreset', () => {});
   }
 
+  /** http-proxy, for the WebSocket/Upgrade path. */
   get proxy(): httpProxy {
     return this.#proxy;
   }
@@ -111,183 +71,176 @@ export class Forwarder {
    * Runs the attempts and answers the request (the upstream response, or a proxy error). The
    * caller has already replaced req.headers with the sanitized upstream headers.
    */
-  async forward(
+  forward(req: IncomingMessage, res: ServerResponse, plan: ForwardPlan, hop: Hop): Promise<ForwardResult> {
+    return new Promise((resolve) => {
+      const call = new ForwardCall(this.#client, req, res, plan, hop, resolve);
+      // A body in the same packet as the headers is parsed after this handler returns; a malformed
+      // one destroys the connection then. Waiting for that keeps its request from the upstream
+      // (undici writes the request head at once, Node's client only with the first body bytes).
+      if (call.hasBody) process.nextTick(() => call.next());
+      else call.next();
+    });
+  }
+}
+
+const NONE_TRIED: ReadonlySet<string> = new Set();
+
+/**
+ * The state of one forwarded request, which is also the spec of its attempts (one object per
+ * request: no promise, closure or set unless a retry happens).
+ */
+class ForwardCall implements AttemptSpec {
+  readonly method: string;
+  readonly path: string;
+  readonly headers: IncomingMessage['headers'];
+  body: AttemptSpec['body'] = null;
+  readonly #client: UpstreamClient;
+  readonly #req: IncomingMessage;
+  readonly #res: ServerResponse;
+  readonly #plan: ForwardPlan;
+  readonly #hop: Hop;
+  readonly #resolve: (r: ForwardResult) => void;
+  readonly #bodiless: boolean;
+  readonly #replay: BodyReplay | undefined;
+  readonly #statusRetryable: boolean;
+  #attempt = 0;
+  #up: Upstream | undefined;
+  /** Endpoints tried, once there is more than one attempt. */
+  #tried: Set<string> | undefined;
+  #feedback: ((outcome: Outcome) => void) | undefined;
+  #last: AttemptResult | undefined;
+  #status = 0;
+
+  constructor(
+    client: UpstreamClient,
     req: IncomingMessage,
     res: ServerResponse,
     plan: ForwardPlan,
     hop: Hop,
-  ): Promise<ForwardResult> {
-    const tried = new Set<string>();
-    const bodiless = !hasBody(req.headers);
+    resolve: (r: ForwardResult) => void,
+  ) {
+    this.#client = client;
+    this.#req = req;
+    this.#res = res;
+    this.#plan = plan;
+    this.#hop = hop;
+    this.#resolve = resolve;
+    this.method = req.method ?? 'GET';
+    this.path = req.url ?? '/';
+    this.headers = req.headers;
+    // undici refuses Expect; Node's server has already answered 100 Continue to the client.
+    if (this.headers.expect !== undefined) delete this.headers.expect;
+    this.#bodiless = requestFraming(req).kind === 'none';
     // A body is kept (bounded) only where a second attempt is possible.
-    const replay = !bodiless && plan.maxAttempts > 1 ? new BodyReplay(req) : undefined;
-    const statusRetryable = bodiless && IDEMPOTENT.has(req.method ?? '') && plan.retryStatuses.size > 0;
-    const withdraw = (): boolean => !plan.budget || plan.budget.tryWithdraw();
-    let last: AttemptResult | undefined;
-    for (let attempt = 0; attempt < plan.maxAttempts; attempt++) {
-      const up = plan.next(tried);
-      if (!up) break;
+    this.#replay = !this.#bodiless && plan.maxAttempts > 1 ? new BodyReplay(req) : undefined;
+    this.#statusRetryable = this.#bodiless && IDEMPOTENT.has(this.method) && plan.retryStatuses.size > 0;
+  }
+
+  get hasBody(): boolean {
+    return !this.#bodiless;
+  }
+
+  #triedSet(): ReadonlySet<string> {
+    return this.#tried ?? (this.#up ? new Set([this.#up.id]) : NONE_TRIED);
+  }
+
+  next(): void {
+    if (this.#req.socket.destroyed) return this.#gone();
+    const plan = this.#plan;
+    if (this.#attempt >= plan.maxAttempts) return this.#exhausted();
+    const tried = this.#triedSet();
+    const up = plan.next(tried);
+    if (!up) return this.#exhausted();
+    if (this.#attempt > 0) {
       // A status retry was paid for when it was decided; a connect retry is paid for here.
-      if (attempt > 0 && last?.kind !== 'retry_status' && !withdraw()) break;
-      if (attempt > 0) hop.addRetry(retryReason(last));
-      tried.add(up.id);
-      hop.setEndpoint(up.host, up.port);
-      const done = plan.start(up);
-      const lastAttempt = attempt + 1 >= plan.maxAttempts;
-      // Decided when the status arrives, so a status that cannot be retried reaches the client as it is.
-      const retryStatus = (status: number): boolean =>
-        statusRetryable &&
-        !lastAttempt &&
-        plan.retryStatuses.has(status) &&
-        plan.canTry(new Set([...tried])) &&
-        withdraw();
-      const r = await this.#attempt(req, res, up, hop, retryStatus, replay);
-      last = r;
-      switch (r.kind) {
-        case 'response':
-          done(r.status >= 500 ? 'server_error' : 'success');
-          await r.done;
-          return { status: r.status };
-        case 'retry_status':
-          done('server_error');
-          continue;
-        case 'connect_failure':
-          done('connect_failure');
-          if (bodiless || replay?.replayable) continue;
-          return this.#fail(res, 'upstream_failed', `connect to ${up.host}:${up.port} failed: ${r.message}`);
-        case 'reset_reused':
-          done('cancelled');
-          if (bodiless && IDEMPOTENT.has(req.method ?? '')) continue;
-          return this.#fail(res, 'upstream_failed', `upstream ${up.host}:${up.port} reset: ${r.message}`);
-        case 'timeout':
-          done('timeout');
-          return this.#fail(res, 'upstream_timeout', r.message);
-        case 'failed':
-          done('server_error');
-          return this.#fail(res, 'upstream_failed', `upstream ${up.host}:${up.port} failed: ${r.message}`);
-        case 'client_gone':
-          done('cancelled');
-          res.destroy();
-          return { status: 0, errorMessage: 'client went away' };
-      }
+      if (this.#last?.kind !== 'retry_status' && !this.#withdraw()) return this.#exhausted();
+      this.#hop.addRetry(retryReason(this.#last));
+      this.#tried = new Set(tried).add(up.id);
     }
-    if (!last) return this.#fail(res, 'upstream_failed', 'no endpoint left to try');
-    if (last.kind === 'retry_status') {
+    this.#attempt++;
+    this.#up = up;
+    this.#hop.setEndpoint(up.host, up.port);
+    this.#feedback = plan.start(up);
+    this.#hop.inject(this.headers);
+    this.body = this.#bodiless ? null : (this.#replay?.attempt() ?? this.#req);
+    this.#client.attempt(up, this, this.#res);
+  }
+
+  #withdraw(): boolean {
+    return !this.#plan.budget || this.#plan.budget.tryWithdraw();
+  }
+
+  /** Decided when the status arrives, so a status that cannot be retried reaches the client as it is. */
+  retryStatus(status: number): boolean {
+    return (
+      this.#statusRetryable &&
+      this.#attempt < this.#plan.maxAttempts &&
+      this.#plan.retryStatuses.has(status) &&
+      this.#plan.canTry(this.#triedSet()) &&
+      this.#withdraw()
+    );
+  }
+
+  onConnected(): void {
+    this.#replay?.connected();
+  }
+
+  settled(r: AttemptResult): void {
+    this.#last = r;
+    const up = this.#up!; // settled() follows an attempt, which set it
+    const feedback = this.#feedback!;
+    switch (r.kind) {
+      case 'response':
+        feedback(r.status >= 500 ? 'server_error' : 'success');
+        this.#status = r.status;
+        return; // finished() follows when the response is complete
+      case 'retry_status':
+        feedback('server_error');
+        return this.next();
+      case 'connect_failure':
+        feedback('connect_failure');
+        if (this.#bodiless || this.#replay?.replayable) return this.next();
+        return this.#fail('upstream_failed', `connect to ${up.host}:${up.port} failed: ${r.message}`);
+      case 'reset_reused':
+        feedback('cancelled');
+        if (this.#bodiless && IDEMPOTENT.has(this.method)) return this.next();
+        return this.#fail('upstream_failed', `upstream ${up.host}:${up.port} reset: ${r.message}`);
+      case 'timeout':
+        feedback('timeout');
+        return this.#fail('upstream_timeout', r.message);
+      case 'failed':
+        feedback('server_error');
+        return this.#fail('upstream_failed', `upstream ${up.host}:${up.port} failed: ${r.message}`);
+      case 'client_gone':
+        feedback('cancelled');
+        return this.#gone();
+    }
+  }
+
+  #gone(): void {
+    this.#res.destroy();
+    this.#resolve({ status: 0, errorMessage: 'client went away' });
+  }
+
+  /** The response taken in settled() is complete, or was cut. */
+  finished(): void {
+    this.#resolve({ status: this.#status });
+  }
+
+  #exhausted(): void {
+    const last = this.#last;
+    if (!last) return this.#fail('upstream_failed', 'no endpoint left to try');
+    if (last.kind === 'retry_status')
       // Only when the balancer offered an endpoint canTry() promised and then none: rare.
-      return this.#fail(res, 'upstream_failed', `all tried endpoints answered ${last.status}`);
-    }
+      return this.#fail('upstream_failed', `all tried endpoints answered ${last.status}`);
     if (last.kind === 'connect_failure' && last.timedOut)
-      return this.#fail(res, 'upstream_timeout', `connect timed out: ${last.message}`);
+      return this.#fail('upstream_timeout', `connect timed out: ${last.message}`);
     const msg = 'message' in last ? last.message : '';
-    return this.#fail(res, 'upstream_failed', `all ${tried.size} tried endpoints failed: ${msg}`);
+    return this.#fail('upstream_failed', `all ${this.#attempt} tried endpoints failed: ${msg}`);
   }
 
-  #fail(res: ServerResponse, code: ProxyErrorCode, message: string): ForwardResult {
-    return { status: sendError(res, code, message), errorCode: code, errorMessage: message };
-  }
-
-  #attempt(
-    req: IncomingMessage,
-    res: ServerResponse,
-    up: Upstream,
-    hop: Hop,
-    retryStatus: (status: number) => boolean,
-    replay: BodyReplay | undefined,
-  ): Promise<AttemptResult> {
-    return new Promise((resolve) => {
-      let settled = false;
-      let timedOut: 'connect' | 'response' | undefined;
-      let reused = false;
-      let connected = false;
-      let gotResponse = false;
-      let proxyReq: ClientRequest | undefined;
-      const timers: Timer[] = [];
-      const settle = (r: AttemptResult): void => {
-        if (settled) return;
-        settled = true;
-        for (const t of timers) t.cancel();
-        res.off('close', onClientClose);
-        this.#hooks.delete(req);
-        resolve(r);
-      };
-      const onClientClose = (): void => {
-        if (!res.writableFinished) {
-          proxyReq?.destroy();
-          settle({ kind: 'client_gone' });
-        }
-      };
-      res.on('close', onClientClose);
-      timers.push(
-        this.#o.clock.setTimer(this.#o.responseTimeoutMs, () => {
-          timedOut = 'response';
-          if (proxyReq) proxyReq.destroy();
-          else settle({ kind: 'timeout', message: `no response within ${this.#o.responseTimeoutMs} ms` });
-        }),
-      );
-      this.#hooks.set(req, {
-        onProxyReq: (pr) => {
-          proxyReq = pr;
-          const socket: Socket | null = pr.socket;
-          if (socket && socket.connecting) {
-            const t = this.#o.clock.setTimer(this.#o.connectTimeoutMs, () => {
-              timedOut = 'connect';
-              pr.destroy();
-            });
-            timers.push(t);
-            socket.once('connect', () => {
-              connected = true;
-              replay?.connected();
-              t.cancel();
-            });
-          } else {
-            reused = true;
-            connected = true;
-            replay?.connected();
-          }
-        },
-        onProxyRes: (proxyRes) => {
-          gotResponse = true;
-          const status = proxyRes.statusCode ?? 502;
-          if (retryStatus(status)) {
-            proxyRes.resume();
-            settle({ kind: 'retry_status', status });
-            return;
-          }
-          const done = pipeResponse(proxyRes, res);
-          settle({ kind: 'response', status, done });
-        },
-      });
-      const traceHeaders: OutgoingHttpHeaders = {};
-      hop.inject(traceHeaders);
-      this.#proxy.web(
-        req,
-        res,
-        {
-          target: { host: up.host, port: up.port, protocol: 'http:' } as unknown as string,
-          agent: this.#o.agents.for(up.host, up.port),
-          headers: traceHeaders as Record<string, string>,
-          ...(replay ? { buffer: replay.attempt() } : {}),
-          selfHandleResponse: true,
-        },
-        (err: NodeJS.ErrnoException) => {
-          const message = err?.code ?? err?.message ?? 'error';
-          if (timedOut === 'response')
-            return settle({ kind: 'timeout', message: `no response within ${this.#o.responseTimeoutMs} ms` });
-          if (timedOut === 'connect')
-            return settle({
-              kind: 'connect_failure',
-              timedOut: true,
-              message: `${this.#o.connectTimeoutMs} ms`,
-            });
-          if (gotResponse) return settle({ kind: 'failed', message });
-          if (!connected && CONNECT_ERRORS.has(err?.code ?? ''))
-            return settle({ kind: 'connect_failure', timedOut: false, message });
-          if (reused && (err?.code === 'ECONNRESET' || err?.code === 'EPIPE'))
-            return settle({ kind: 'reset_reused', message });
-          settle({ kind: 'failed', message });
-        },
-      );
-    });
+  #fail(code: ProxyErrorCode, message: string): void {
+    this.#resolve({ status: sendError(this.#res, code, message), errorCode: code, errorMessage: message });
   }
 }
 
@@ -295,27 +248,4 @@ function retryReason(last: AttemptResult | undefined): string {
   if (!last) return 'unknown';
   if (last.kind === 'retry_status') return `status:${last.status}`;
   return last.kind;
-}
-
-/** Writes the upstream response downstream with hop-by-hop headers removed. */
-function pipeResponse(proxyRes: IncomingMessage, res: ServerResponse): Promise<void> {
-  return new Promise((resolve) => {
-    const headers = stripHopByHop(proxyRes.headers);
-    try {
-      res.writeHead(proxyRes.statusCode ?? 502, proxyRes.statusMessage, headers);
-    } catch {
-      // An upstream header Node refuses to write (invalid characters): fail the response, not the process.
-      proxyRes.resume();
-      res.destroy();
-      resolve();
-      return;
-    }
-    proxyRes.on('error', () => res.destroy());
-    proxyRes.on('aborted', () => res.destroy());
-    res.on('close', () => {
-      if (!proxyRes.complete) proxyRes.destroy();
-      resolve();
-    });
-    proxyRes.pipe(res);
-  });
 }

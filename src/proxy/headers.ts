@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 
 /**
  * Header hygiene for both directions (RFC 9110 section 7.6.1): connection-specific headers and
@@ -17,13 +17,19 @@ const HOP_BY_HOP: ReadonlySet<string> = new Set([
   'proxy-authorization',
 ]);
 
+/**
+ * Headers a Connection token cannot remove: they frame the message (RFC 9112 section 6), so
+ * dropping them would change what the next hop reads as the body.
+ */
+const NEVER_NAMED: ReadonlySet<string> = new Set(['content-length']);
+
 function connectionTokens(headers: IncomingHttpHeaders): string[] {
   const raw = headers.connection;
   if (!raw) return [];
   return String(raw)
     .split(',')
     .map((t) => t.trim().toLowerCase())
-    .filter((t) => t !== '');
+    .filter((t) => t !== '' && !NEVER_NAMED.has(t));
 }
 
 export function stripHopByHop(headers: IncomingHttpHeaders, keepUpgrade = false): OutgoingHttpHeaders {
@@ -59,8 +65,21 @@ export function upstreamRequestHeaders(
 /** Methods whose repetition has no additional effect (RFC 9110 section 9.2.2). */
 export const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
 
-export function hasBody(headers: IncomingHttpHeaders): boolean {
-  if (headers['transfer-encoding'] !== undefined) return true;
-  const cl = headers['content-length'];
-  return cl !== undefined && cl !== '0';
+/** How the client framed its request body (RFC 9112 section 6.3). */
+export type BodyFraming = { kind: 'none' } | { kind: 'chunked' } | { kind: 'length'; length: number };
+
+/**
+ * The framing the client actually used, from the raw header lines: req.headers is replaced by the
+ * sanitized upstream headers (without Transfer-Encoding) before forwarding, so it cannot tell.
+ * Node's parser has already refused every other Transfer-Encoding and any malformed length.
+ */
+export function requestFraming(req: IncomingMessage): BodyFraming {
+  let length: number | undefined;
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]?.toLowerCase();
+    if (name === 'transfer-encoding') return { kind: 'chunked' };
+    if (name === 'content-length') length = Number(raw[i + 1]);
+  }
+  return length ? { kind: 'length', length } : { kind: 'none' };
 }
