@@ -15,10 +15,10 @@ import { loadConfig, type ConfigInputs } from './config/load.ts';
 import type { Config } from './config/options.ts';
 import { parsePodInfoFile } from './config/podinfo.ts';
 import type { DiscoveryStatus, Resolver } from './discovery/types.ts';
-import { AgentPool } from './proxy/agents.ts';
 import type { OriginalDestination } from './proxy/capture-port.ts';
 import { EgressHandler } from './proxy/egress.ts';
 import { Forwarder } from './proxy/forward.ts';
+import { UpstreamClient } from './proxy/upstream-client.ts';
 import { IngressHandler } from './proxy/ingress.ts';
 import { metricsObserver } from './proxy/metrics-observer.ts';
 import { podAddressCheck } from './proxy/pod-addresses.ts';
@@ -110,14 +110,13 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       log.warn('endpoint ejected', { service, endpoint });
     },
   });
-  const agents = new AgentPool();
-  const forwarder = new Forwarder({
-    agents,
+  const upstream = new UpstreamClient({
     clock,
     connectTimeoutMs: config.connectTimeoutMs,
     responseTimeoutMs: config.requestTimeoutMs,
     idleTimeoutMs: config.idleTimeoutMs,
   });
+  const forwarder = new Forwarder({ client: upstream, idleTimeoutMs: config.idleTimeoutMs });
   const ownPorts = new Set([config.egressPort, config.ingressPort, config.adminPort]);
   // Egress may reach the ingress listener (it delivers to the app, never back): a pod calling itself.
   const egressLoopPorts = new Set([config.egressPort, config.adminPort]);
@@ -215,7 +214,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       discovery: () => deps.resolver.status(),
       config: () => deps.configView?.() ?? config,
       balancer: () => balancers.view(),
-      connections: () => ({ ...sidecar.connections(), upstream: agents.stats() }),
+      connections: () => ({ ...sidecar.connections(), upstream: upstream.stats() }),
     },
     drain: () => void dataPath.drain(deps.drainGraceMs ?? 25_000).catch(() => {}),
   });
@@ -241,7 +240,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     },
     async close() {
       sidecar.close();
-      agents.destroy();
+      upstream.close();
       await admin.close();
     },
   };
