@@ -173,7 +173,7 @@ export async function outriggerTargets(env: OutriggerEnv): Promise<BenchTarget[]
       note: "egress of sidecar A -> ingress of sidecar B -> backend; CPU and RSS are both sidecars' sums",
     },
     ...(env.semiSpaces ?? []).map((s) =>
-      oneHop(`outrigger 1 hop, semi-space ${s === 'default' ? 'default' : `${s} MiB`}`, s),
+      oneHop(`outrigger 1 hop semi-space ${s === 'default' ? 'default' : `${s} MiB`}`, s),
     ),
   ];
 }
