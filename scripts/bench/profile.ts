@@ -2,7 +2,7 @@
 // profiler (--cpu-prof) behind wrk, then prints the top frames by self time (µs per request) and
 // the time by area (Node internals, each package, Outrigger's own modules, GC).
 //   node scripts/bench/profile.ts [--hop egress|ingress] [--seconds 10] [--connections 50]
-//        [--workload small] [--top 30] [--keep DIR]     (--keep saves the .cpuprofile, e.g. for a flame graph)
+//        [--workload small] [--sampling RATIO] [--top 30] [--keep DIR]     (--keep saves the .cpuprofile, e.g. for a flame graph)
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -25,6 +25,7 @@ const { values: a } = parseArgs({
     top: { type: 'string', default: '30' },
     keep: { type: 'string' },
     'semi-space': { type: 'string', default: '2' },
+    sampling: { type: 'string' },
   },
 });
 const PORTS = { egress: benchPort(106), ingress: benchPort(107), admin: benchPort(108) };
@@ -119,7 +120,13 @@ const child = launch(
     otlpPort: SINK,
     semiSpace: a['semi-space'],
     nodeFlags: ['--cpu-prof', '--cpu-prof-dir', profDir],
-    extra: ['--app-port', String(BACKEND_PORT), '--drain-seconds', '1'],
+    extra: [
+      '--app-port',
+      String(BACKEND_PORT),
+      '--drain-seconds',
+      '1',
+      ...(a.sampling ? ['--trace-sampling', a.sampling] : []),
+    ],
   }),
 );
 for (let i = 0; (await httpGet(PORTS.admin, '/readyz')).status !== 200; i++) {
