@@ -280,8 +280,14 @@ class ResponseWriter implements Dispatcher.DispatchHandler {
     const message = code || err.message || 'error';
     if (code === 'UND_ERR_HEADERS_TIMEOUT')
       return { kind: 'timeout', message: `no response within ${this.#o.responseTimeoutMs} ms` };
-    if (!this.#started && CONNECT_ERRORS.has(code))
-      return { kind: 'connect_failure', timedOut: code === 'UND_ERR_CONNECT_TIMEOUT', message };
+    if (!this.#started && CONNECT_ERRORS.has(code)) {
+      const timedOut = code === 'UND_ERR_CONNECT_TIMEOUT';
+      return {
+        kind: 'connect_failure',
+        timedOut,
+        message: timedOut ? `${this.#o.connectTimeoutMs} ms` : message,
+      };
+    }
     // A connection that already carried a response and is closed under the next request: the
     // classic race with a server closing an idle keep-alive connection.
     const reused = (err.socket?.bytesRead ?? 0) > 0;
