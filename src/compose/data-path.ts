@@ -9,7 +9,6 @@ import { Metrics } from '../admin/metrics.ts';
 import { Balancers, type Algorithm } from '../balance/balancer.ts';
 import type { Config } from '../config/options.ts';
 import type { Resolver } from '../discovery/types.ts';
-import { AgentPool } from '../proxy/agents.ts';
 import type { OriginalDestination } from '../proxy/capture-port.ts';
 import { EgressHandler } from '../proxy/egress.ts';
 import type { EgressPolicy } from '../proxy/egress-plan.ts';
@@ -22,6 +21,7 @@ import { podAddressCheck } from '../proxy/pod-addresses.ts';
 import { combineObservers, type HopObserver } from '../proxy/observer.ts';
 import { defaultLimits, type ServerLimits } from '../proxy/server.ts';
 import { Sidecar } from '../proxy/sidecar.ts';
+import { UpstreamClient } from '../proxy/upstream-client.ts';
 import { AffinityTable } from '../routing/affinity.ts';
 import { Router } from '../routing/router.ts';
 import { systemClock, systemRandom, type Clock, type Random } from '../shared/clock.ts';
@@ -108,14 +108,13 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       log.warn('endpoint ejected', { service, endpoint });
     },
   });
-  const agents = new AgentPool();
-  const forwarder = new Forwarder({
-    agents,
+  const upstream = new UpstreamClient({
     clock,
     connectTimeoutMs: config.connectTimeoutMs,
     responseTimeoutMs: config.requestTimeoutMs,
     idleTimeoutMs: config.idleTimeoutMs,
   });
+  const forwarder = new Forwarder({ client: upstream, idleTimeoutMs: config.idleTimeoutMs });
   const ownPorts = new Set([config.egressPort, config.ingressPort, config.adminPort]);
   // Egress may reach the ingress listener (it delivers to the app, never back): a pod calling itself.
   const egressLoopPorts = new Set([config.egressPort, config.adminPort]);
@@ -229,7 +228,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       balancer: () => balancers.view(),
       connections: () => ({
         ...sidecar.connections(),
-        upstream: agents.stats(),
+        upstream: upstream.stats(),
         upstreamH2: h2.pool.stats(),
       }),
     },
@@ -257,7 +256,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     },
     async close() {
       sidecar.close();
-      agents.destroy();
+      upstream.close();
       h2.pool.close();
       await admin.close();
     },
