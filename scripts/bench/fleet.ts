@@ -31,7 +31,9 @@ const { values: flags } = parseArgs({
     'max-subs': { type: 'string', default: '30' },
     'ramp-s': { type: 'string', default: '20' },
     'idle-s': { type: 'string', default: '60' },
-    'time-scale': { type: 'string', default: '10' },
+    'time-scale': { type: 'string', default: '20' },
+    /** The product's watch timeout range, which --time-scale divides. */
+    'watch-timeout-s': { type: 'string', default: '300,600' },
     'churn-s': { type: 'string', default: '30' },
     'churn-rate': { type: 'string', default: '4' },
     'outage-s': { type: 'string', default: '20' },
@@ -58,6 +60,9 @@ const MIN_SUBS = num('min-subs', 1, 200);
 const MAX_SUBS = Math.max(MIN_SUBS, num('max-subs', 1, 500));
 const TIME_SCALE = num('time-scale', 1, 120);
 const LIMIT_MS = num('limit-s', 10, 1800) * 1000;
+const WATCH_TIMEOUT_S = (flags['watch-timeout-s'] ?? '').split(',').map(Number);
+if (WATCH_TIMEOUT_S.length !== 2 || !WATCH_TIMEOUT_S.every((x) => x >= 1 && x <= 86_400))
+  throw new Error(`--watch-timeout-s ${flags['watch-timeout-s']}: expected MIN,MAX seconds, e.g. 300,600`);
 const say = (s: string): boolean =>
   process.stderr.write(`fleet ${new Date().toISOString().slice(11, 19)} ${s}\n`);
 const nsName = (i: number): string => `fleet-${i}`;
@@ -240,8 +245,9 @@ function phase(
   cb: SidecarSample[],
   kubectlMs: number[],
   peakRps?: number,
+  fromMs?: number,
 ): PhaseResult {
-  const seconds = (b.at - (a?.at ?? b.at)) / 1000 || 1;
+  const seconds = Math.max(1, (b.at - (a?.at ?? fromMs ?? b.at)) / 1000);
   const byVerb = verbDelta(a, b);
   const ra = requestsOf(ca);
   const rb = requestsOf(cb);
@@ -319,7 +325,7 @@ async function main(): Promise<void> {
     }
     const subsPerSidecar = specs.map((s) => s.subs.length);
     const nsPerSidecar = specs.map((s) => new Set(s.subs.map((k) => k.split('/')[0])).size);
-    const [min, max] = [300 / TIME_SCALE, 600 / TIME_SCALE];
+    const [min, max] = WATCH_TIMEOUT_S.map((x) => x / TIME_SCALE) as [number, number];
     const tuning: ChildStart['tuning'] =
       TIME_SCALE === 1 ? undefined : { reflector: { watchTimeoutS: [min, max] } };
 
@@ -363,6 +369,7 @@ async function main(): Promise<void> {
     let prev: ApiSample | undefined;
     let first: ApiSample | undefined;
     let synced = Number.POSITIVE_INFINITY;
+    const series: [number, number][] = [];
     let lastChildren = c4;
     while (Date.now() - back < LIMIT_MS) {
       const s = await sampleApi(cluster);
@@ -373,6 +380,7 @@ async function main(): Promise<void> {
         const got = prev ? sum(verbDelta(prev, s)) : sum(s.byVerb);
         peak = Math.max(peak, Math.round(got / Math.max(1, (s.at - since) / 1000)));
         prev = s;
+        series.push([s.at - back, sum(s.byVerb)]);
       }
       lastChildren = await sampleChildren(children);
       if (sidecarsOf(lastChildren).every((c) => c.inSync)) {
@@ -383,8 +391,12 @@ async function main(): Promise<void> {
     }
     const a5 = await must(cluster);
     // Counters restarted with the API server: the wave is everything since it came back.
-    const wave = phase(undefined, a5, sidecarsOf(c4), sidecarsOf(lastChildren), await k.stop(), peak);
-    wave.seconds = Math.round((a5.at - back) / 1000);
+    const wave = phase(undefined, a5, sidecarsOf(c4), sidecarsOf(lastChildren), await k.stop(), peak, back);
+    series.push([a5.at - back, sum(a5.byVerb)]);
+    const total = series[series.length - 1]?.[1] ?? 0;
+    const when = (f: number): number => series.find(([, n]) => n >= f * total)?.[0] ?? NaN;
+    // How long the wave lasted: from 10 % to 90 % of its requests (API server counters, 0.5 s scrapes).
+    const spreadMs = when(0.9) - when(0.1);
     say(`reconnect wave: every sidecar in sync ${synced} ms after the API server was back`);
 
     const last = sidecarsOf(lastChildren);
@@ -408,12 +420,17 @@ async function main(): Promise<void> {
         },
         namespacesPerSidecar: { mean: mean(nsPerSidecar), max: Math.max(...nsPerSidecar) },
         timeScale: TIME_SCALE,
+        watchTimeoutS: WATCH_TIMEOUT_S,
         idleS: idleMs / 1000,
         outageS: outageMs / 1000,
       },
       perSidecar: {
         startRequests: (start.sidecarLists + start.sidecarWatches) / N,
         idleRequestsPerHour: round1(perSidecarHour),
+        // What the open watches cost at steady state: each is renewed once per mean timeout.
+        idleRequestsPerHourExpected: round1(
+          (mean(last.map((c) => c.openWatches)) * 3600) / ((WATCH_TIMEOUT_S[0]! + WATCH_TIMEOUT_S[1]!) / 2),
+        ),
         openWatches: round1(mean(last.map((c) => c.openWatches))),
         watchesMax: Math.max(...last.map((c) => c.openWatches)),
         waveLists: round1(wave.sidecarLists / N),
@@ -423,7 +440,7 @@ async function main(): Promise<void> {
       start,
       idle,
       churn: { ...churned, sliceWrites: writes },
-      wave: { ...wave, inSyncMs: synced },
+      wave: { ...wave, inSyncMs: synced, spreadMs },
     };
     printTable(result);
     if (flags.json) writeFileSync(flags.json, JSON.stringify(result, null, 2) + '\n');
@@ -443,7 +460,7 @@ function printTable(r: {
   start: PhaseResult;
   idle: PhaseResult;
   churn: PhaseResult;
-  wave: PhaseResult & { inSyncMs: number };
+  wave: PhaseResult & { inSyncMs: number; spreadMs: number };
 }): void {
   const rows: [string, ...PhaseResult[]] = ['phase', r.start, r.idle, r.churn, r.wave];
   const names = ['start', 'idle', 'churn', 'wave'];
@@ -463,7 +480,7 @@ function printTable(r: {
     ['kubectl p99', (p) => p.kubectlP99Ms],
   ];
   for (const [name, f] of fields) out.push(line([name, ...rows.slice(1).map((p) => f(p as PhaseResult))]));
-  out.push(`in sync after the restart: ${r.wave.inSyncMs} ms`);
+  out.push(`in sync after the restart: ${r.wave.inSyncMs} ms; wave 10-90 %: ${r.wave.spreadMs} ms`);
   out.push(`per sidecar: ${JSON.stringify(r.perSidecar)}`);
   process.stdout.write(out.join('\n') + '\n');
 }
