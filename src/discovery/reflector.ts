@@ -121,6 +121,8 @@ export class Reflector {
         if (rv === undefined) {
           rv = await this.#list(listRV);
           this.#ok();
+          // Widened while the list was in flight: that list lacks the new objects, so list again.
+          if (this.#relistWanted) continue;
         }
         const started = this.#o.clock.now();
         const { opened, events, reselected } = await this.#watch(rv, (next) => (rv = next));

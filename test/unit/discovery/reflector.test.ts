@@ -228,3 +228,49 @@ test('stop() from inside a sink callback (between list and watch) leaves no watc
   assert.equal(api.openWatches(), 0);
   assert.equal(r.watching, false);
 });
+
+test('reselect: a narrower selector re-watches from the last RV; a wider one relists from it first', async () => {
+  const { api, clock, sink, r } = setup();
+  api.put(PATH, slice('a'));
+  r.start();
+  await clock.advance(0);
+  await delay(5);
+  const rv = lastWatch(api)?.resourceVersion;
+  const listsBefore = lists(api).length;
+
+  r.reselect({ labelSelector: 'kubernetes.io/service-name in (web)' }, { relist: false });
+  await clock.advance(0);
+  await delay(5);
+  assert.equal(lists(api).length, listsBefore, 'no list for a narrower selection');
+  assert.equal(lastWatch(api)?.labelSelector, 'kubernetes.io/service-name in (web)');
+  assert.equal(lastWatch(api)?.resourceVersion, rv);
+  assert.equal(sink.failures.length, 0, 'a reselect is not a failure');
+
+  r.reselect({ labelSelector: 'kubernetes.io/service-name in (api,web)' }, { relist: true });
+  await clock.advance(0);
+  await delay(5);
+  const relist = lists(api).at(-1);
+  assert.equal(relist?.labelSelector, 'kubernetes.io/service-name in (api,web)');
+  assert.equal(relist?.resourceVersion, rv, 'from the last RV (NotOlderThan), not from scratch');
+  assert.equal(relist?.resourceVersionMatch, 'NotOlderThan');
+  assert.equal(lastWatch(api)?.labelSelector, 'kubernetes.io/service-name in (api,web)');
+  assert.equal(sink.failures.length, 0);
+  await r.stop();
+});
+
+test('reselect during a list: the list finishes with the old selectors, then a relist with the new ones', async () => {
+  const { api, clock, sink, r } = setup();
+  api.put(PATH, slice('a'));
+  r.start(); // the list is in flight (the fake answers on the next tick)
+  r.reselect({ labelSelector: 'kubernetes.io/service-name in (api,web)' }, { relist: true });
+  await clock.advance(0);
+  await delay(5);
+  const calls = api.calls.map((c) => `${c.op} ${c.query.labelSelector}`);
+  assert.deepEqual(calls.slice(0, 3), [
+    'list kubernetes.io/service-name=web',
+    'list kubernetes.io/service-name in (api,web)',
+    'watch kubernetes.io/service-name in (api,web)',
+  ]);
+  assert.equal(sink.replaced, 2);
+  await r.stop();
+});
