@@ -50,6 +50,13 @@ export function watchTimeoutFor(protocol: 'h1' | 'h2'): [number, number] {
 const SLICE_BATCH_MS = 50;
 
 /**
+ * After an API server restart every sidecar relists (their resourceVersions are gone): each
+ * relist waits a random 0-10 s, so a fleet's wave is spread over 10 s instead of arriving at
+ * once. Data stays served (stale) meanwhile.
+ */
+const RELIST_SPREAD_MS = 10_000;
+
+/**
  * The one factory the composition root calls. `--source file:PATH` gives the file resolver;
  * otherwise the API resolver, in-cluster (projected token + KUBERNETES_SERVICE_HOST/PORT, both
  * required) or with --kubeconfig. There is no fallback from one to the other.
@@ -90,7 +97,11 @@ export async function createDiscovery(config: DiscoveryConfig, deps: DiscoveryDe
     tokenExpiresAt: () => identity?.expiresAt(),
     sliceBatchMs: SLICE_BATCH_MS,
     ...deps.tuning,
-    reflector: { watchTimeoutS: watchTimeoutFor(protocol), ...deps.tuning?.reflector },
+    reflector: {
+      watchTimeoutS: watchTimeoutFor(protocol),
+      relistSpreadMs: RELIST_SPREAD_MS,
+      ...deps.tuning?.reflector,
+    },
   });
   const close = resolver.close.bind(resolver);
   return Object.assign(resolver, {

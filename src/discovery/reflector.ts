@@ -39,6 +39,13 @@ export interface ReflectorOptions {
   recovery?: Recovery;
   /** Spread of retries after a recovery signal. */
   recoverySpreadMs?: number;
+  /**
+   * A 410 right after a failure streak means the API server lost our resourceVersion (it
+   * restarted: its watch cache starts at the present). Every sidecar of the cluster relists at that
+   * moment, so the relist waits a random time in [0, relistSpreadMs) to spread that wave; the data
+   * stays served, marked stale, meanwhile.
+   */
+  relistSpreadMs?: number;
 }
 
 class Inactive extends Error {
@@ -142,6 +149,9 @@ export class Reflector {
           // Repeated 410s relist too, but after a backoff pause, never in a hot loop.
           if (++gones <= 2) {
             this.#log.info('resource version expired; relisting', { resourceVersion: listRV || 'latest' });
+            const spread = this.#o.relistSpreadMs ?? 0;
+            if (gones === 1 && this.#failing && spread > 0)
+              await this.#pause(Math.floor(this.#o.random() * spread), false);
             continue;
           }
         }

@@ -46,7 +46,7 @@ export interface KubeResolverOptions {
   absentMs?: number;
   reflector?: Pick<
     ReflectorOptions,
-    'backoff' | 'watchTimeoutS' | 'listTimeoutMs' | 'inactivityMs' | 'recoverySpreadMs'
+    'backoff' | 'watchTimeoutS' | 'listTimeoutMs' | 'inactivityMs' | 'recoverySpreadMs' | 'relistSpreadMs'
   > & { backoff?: BackoffPolicy };
   transportStats?: () => TransportStats;
   tokenExpiresAt?: () => number | undefined;

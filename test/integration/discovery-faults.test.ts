@@ -41,7 +41,13 @@ test('relist with failing EndpointSlice reads (500, reset, stall) and 410 mid-wa
     await createSlice(cluster.admin, home, `svc-${i}`, `svc-${i}-a`, [`10.30.${i}.1`, `10.30.${i}.2`]);
   }
   const { discovery, log } = await startSidecarDiscovery(proxy.url, id.dir, {
-    tuning: { reflector: { listTimeoutMs: 3_000, backoff: { initialMs: 200, maxMs: 2_000, factor: 2 } } },
+    tuning: {
+      reflector: {
+        listTimeoutMs: 3_000,
+        backoff: { initialMs: 200, maxMs: 2_000, factor: 2 },
+        relistSpreadMs: 500,
+      },
+    },
   });
   t.after(() => discovery.close());
   await waitFor('ready', () => discovery.ready());

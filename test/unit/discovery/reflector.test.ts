@@ -274,3 +274,59 @@ test('reselect during a list: the list finishes with the old selectors, then a r
   assert.equal(sink.replaced, 2);
   await r.stop();
 });
+
+test('a 410 right after a failure streak (the API server restarted) relists after a random spread', async () => {
+  const api = new FakeKubeApi();
+  const clock = new FakeClock();
+  const r = new Reflector({
+    name: 'test',
+    api,
+    path: PATH,
+    selectors: {},
+    sink: new RecordingSink(),
+    clock,
+    random: () => 0.5,
+    logger: memoryLogger(),
+    relistSpreadMs: 10_000,
+  });
+  r.start();
+  await clock.advance(0);
+  await delay(5);
+  // Outage: the watch breaks and its retries fail; then the server is back without our RV.
+  let down = true;
+  let goneAt: number | undefined;
+  let relistAt: number | undefined;
+  api.fault = (op) => {
+    if (down) return unavailable();
+    if (op === 'watch' && goneAt === undefined) {
+      goneAt = clock.now();
+      return gone();
+    }
+    if (op === 'list') relistAt ??= clock.now();
+    return undefined;
+  };
+  api.breakWatches(unavailable('connection reset'));
+  await clock.advance(2_000);
+  await delay(5);
+  down = false;
+  for (let i = 0; i < 40 && relistAt === undefined; i++) {
+    await clock.advance(500);
+    await delay(2);
+  }
+  assert.ok(goneAt !== undefined && relistAt !== undefined);
+  assert.ok(relistAt - goneAt >= 5_000, `relisted ${relistAt - goneAt} ms after the 410 (0.5 × 10 s spread)`);
+  await r.stop();
+});
+
+test('a 410 on a healthy watch relists at once (no spread: no outage, no wave)', async () => {
+  const { api, clock, r } = setup();
+  r.start();
+  await clock.advance(0);
+  await delay(5);
+  const before = lists(api).length;
+  api.sendError(410);
+  await clock.advance(0);
+  await delay(5);
+  assert.equal(lists(api).length, before + 1);
+  await r.stop();
+});
