@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { createDiscovery, type Discovery, type DiscoveryDeps } from '../../src/discovery/index.ts';
 import { systemClock, systemRandom } from '../../src/shared/clock.ts';
-import { memoryLogger } from '../../src/shared/log.ts';
+import { createLogger } from '../../src/shared/log.ts';
 import { writeTokenDir } from '../../test/harness/token-dir.ts';
 
 export interface SidecarSpec {
@@ -67,7 +67,8 @@ async function startOne(msg: ChildStart, spec: SidecarSpec): Promise<void> {
     {
       clock: systemClock,
       random: systemRandom,
-      logger: memoryLogger('error'),
+      // Errors only, to stderr: a thousand sidecars' info lines would drown the table.
+      logger: createLogger({ level: 'error' }),
       env: { KUBERNETES_SERVICE_HOST: url.hostname, KUBERNETES_SERVICE_PORT: url.port },
       ...(msg.tuning ? { tuning: msg.tuning } : {}),
     },
