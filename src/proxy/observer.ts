@@ -1,6 +1,6 @@
 /**
  * The narrow port through which tracing and metrics watch proxy hops. The proxy owns it; the
- * tracing engineer implements it in src/tracing/ and app.ts wires implementations together with
+ * tracing engineer implements it in src/tracing/ and src/compose/ wires implementations together with
  * combineObservers(). The proxy calls it on every request, so implementations must be cheap and
  * must never throw (a collector that is down costs spans, never requests).
  */
@@ -21,6 +21,8 @@ export interface HopStart {
   peerAddress?: string;
   /** 'http' for proxied requests, 'tcp' for opaque streams and CONNECT tunnels. */
   protocol: 'http' | 'tcp';
+  /** A gRPC call (HTTP/2, application/grpc): its service and method from the path. */
+  rpc?: { service: string; method: string };
 }
 
 export interface HopEnd {
@@ -30,6 +32,8 @@ export interface HopEnd {
   errorCode?: string;
   /** Free-text cause, for span events and debug logs; never includes secrets. */
   errorMessage?: string;
+  /** A gRPC call's status: from the upstream's trailers, or the proxy's own answer. */
+  grpcStatus?: number;
 }
 
 export interface Hop {
