@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { FakeKubeApi, status } from '../../../src/discovery/kube/fake-api.ts';
+import { FakeKubeApi, status } from '../../harness/fake-kube-api.ts';
 import { namesOf, selectorFor } from '../../../src/discovery/namespace-slices.ts';
 import { createKubeResolver } from '../../../src/discovery/resolver.ts';
 import type { Resolution, ServiceKey } from '../../../src/discovery/types.ts';
-import { FakeClock } from '../../../src/shared/fake-clock.ts';
-import { memoryLogger } from '../../../src/shared/log.ts';
+import { FakeClock } from '../../harness/fake-clock.ts';
+import { memoryLogger } from '../../harness/memory-logger.ts';
 
 const SVC = '/api/v1/services';
 const SLICES = '/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices';
