@@ -9,7 +9,6 @@ import { Metrics } from '../admin/metrics.ts';
 import { Balancers, type Algorithm } from '../balance/balancer.ts';
 import type { Config } from '../config/options.ts';
 import type { Resolver } from '../discovery/types.ts';
-import { AgentPool } from '../proxy/agents.ts';
 import type { OriginalDestination } from '../proxy/capture-port.ts';
 import { EgressHandler } from '../proxy/egress.ts';
 import type { EgressPolicy } from '../proxy/egress-plan.ts';
@@ -22,6 +21,7 @@ import { podAddressCheck } from '../proxy/pod-addresses.ts';
 import { combineObservers, type HopObserver } from '../proxy/observer.ts';
 import { defaultLimits, type ServerLimits } from '../proxy/server.ts';
 import { Sidecar } from '../proxy/sidecar.ts';
+import { UpstreamClient } from '../proxy/upstream-client.ts';
 import { AffinityTable } from '../routing/affinity.ts';
 import { Router } from '../routing/router.ts';
 import { systemClock, systemRandom, type Clock, type Random } from '../shared/clock.ts';
@@ -115,19 +115,21 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       log.warn('endpoint ejected', { service, endpoint });
     },
   });
-  const forwarderOn = (agents: AgentPool): Forwarder =>
-    new Forwarder({
-      agents,
+  const clientOn = (dial?: MeshWiring['dial']): UpstreamClient =>
+    new UpstreamClient({
       clock,
       connectTimeoutMs: config.connectTimeoutMs,
       responseTimeoutMs: config.requestTimeoutMs,
       idleTimeoutMs: config.idleTimeoutMs,
+      ...(dial ? { dial } : {}),
     });
   // With the mesh, egress dials endpoints through mutual TLS; the app next door stays plaintext.
-  const agents = new AgentPool(deps.mesh ? { dial: deps.mesh.dial } : {});
-  const appAgents = deps.mesh ? new AgentPool() : agents;
-  const forwarder = forwarderOn(agents);
-  const appForwarder = deps.mesh ? forwarderOn(appAgents) : forwarder;
+  const upstream = clientOn(deps.mesh?.dial);
+  const appUpstream = deps.mesh ? clientOn() : upstream;
+  const forwarder = new Forwarder({ client: upstream, idleTimeoutMs: config.idleTimeoutMs });
+  const appForwarder = deps.mesh
+    ? new Forwarder({ client: appUpstream, idleTimeoutMs: config.idleTimeoutMs })
+    : forwarder;
   const ownPorts = new Set([config.egressPort, config.ingressPort, config.adminPort]);
   // Egress may reach the ingress listener (it delivers to the app, never back): a pod calling itself.
   const egressLoopPorts = new Set([config.egressPort, config.adminPort]);
@@ -271,7 +273,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       balancer: () => balancers.view(),
       connections: () => ({
         ...sidecar.connections(),
-        upstream: agents.stats(),
+        upstream: upstream.stats(),
         upstreamH2: h2.pool.stats(),
       }),
       ...(deps.mesh ? { mesh: () => deps.mesh?.stats() } : {}),
@@ -308,8 +310,8 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     },
     async close() {
       sidecar.close();
-      agents.destroy();
-      appAgents.destroy();
+      upstream.close();
+      if (appUpstream !== upstream) appUpstream.close();
       await meshListener?.close();
       h2.pool.close();
       await admin.close();
