@@ -187,3 +187,34 @@ export function slimTlsSecret(raw: unknown, namespace?: string): TlsSecret | und
 }
 
 export const objectKey = (m: GMeta): string => `${m.namespace}/${m.name}`;
+
+function backendToApi(b: Backend): Record<string, unknown> {
+  return b.kind === 'service'
+    ? { service: { name: b.name, port: b.port } }
+    : { resource: { kind: b.kind_, name: b.name, ...(b.apiGroup ? { apiGroup: b.apiGroup } : {}) } };
+}
+
+/** A slimmed Ingress back in the API's JSON shape (snapshots): slimIngress(ingressToApi(x)) is x. */
+export function ingressToApi(ing: Ingress): Record<string, unknown> {
+  const s = ing.spec;
+  return {
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'Ingress',
+    metadata: ing.metadata,
+    spec: {
+      ...(s.ingressClassName ? { ingressClassName: s.ingressClassName } : {}),
+      ...(s.defaultBackend ? { defaultBackend: backendToApi(s.defaultBackend) } : {}),
+      rules: s.rules.map((r) => ({
+        ...(r.host ? { host: r.host } : {}),
+        http: {
+          paths: r.paths.map((p) => ({
+            path: p.path,
+            pathType: p.pathType,
+            backend: backendToApi(p.backend),
+          })),
+        },
+      })),
+      tls: s.tls,
+    },
+  };
+}
