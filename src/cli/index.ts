@@ -2,6 +2,7 @@ import { Command } from 'commander';
 import { injectCommand } from './inject.ts';
 import { proxyCommand } from './proxy.ts';
 import { demoCommand } from './demo.ts';
+import { gatewayCommand } from './gateway.ts';
 import { statusCommand } from './status.ts';
 import { iptablesCommand } from './iptables.ts';
 import { resolveCommand } from './resolve.ts';
@@ -32,5 +33,6 @@ export function buildCli(): Command {
   program.addCommand(injectCommand());
   program.addCommand(webhookCommand());
   program.addCommand(resolveCommand());
+  program.addCommand(gatewayCommand());
   return program;
 }
