@@ -6,6 +6,7 @@
  * startGateway() wires it from a validated configuration (tests use it directly); runGateway() adds
  * the process concerns: tracing, signals and the drain.
  */
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { AdminServer } from '../admin/server.ts';
 import { Metrics } from '../admin/metrics.ts';
@@ -27,6 +28,13 @@ import { createLogger, type Logger, type LogLevel } from '../shared/log.ts';
 
 /** Attempts per request: the first plus two retries, as the sidecar (Istio's default policy). */
 const MAX_ATTEMPTS = 3;
+
+/**
+ * A gateway runs as a couple of replicas, not one per pod: its watches can retry far sooner than a
+ * fleet of sidecars may (client-go's 800 ms to 30 s), so a change made when the API server comes
+ * back is applied within about a second, and a stalled list is given up after 10 s.
+ */
+const GATEWAY_REFLECTOR = { backoff: { initialMs: 200, maxMs: 2_000, factor: 2 }, listTimeoutMs: 10_000 };
 
 export interface GatewayDeps {
   api: KubeApi;
@@ -63,6 +71,8 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
   const certs = new Certificates(log.child({ component: 'gateway-tls' }));
   const snapshot = (file: string): string | undefined =>
     config.snapshotDir ? join(config.snapshotDir, file) : undefined;
+  // Private to the gateway's user: it holds TLS private keys.
+  if (config.snapshotDir) await mkdir(config.snapshotDir, { recursive: true, mode: 0o700 });
   const resolverSnapshot = snapshot('services.snap');
   const resolver = await createKubeResolver({
     api: deps.api,
@@ -73,7 +83,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     serviceScope: config.watchNamespace ? 'namespace' : 'cluster',
     ...(config.watchNamespace ? { homeNamespace: config.watchNamespace } : {}),
     ...(resolverSnapshot ? { snapshotPath: resolverSnapshot } : {}),
-    ...(deps.tuning?.reflector ? { reflector: deps.tuning.reflector } : {}),
+    reflector: deps.tuning?.reflector ?? GATEWAY_REFLECTOR,
     ...(deps.tuning?.snapshotDebounceMs !== undefined
       ? { snapshotDebounceMs: deps.tuning.snapshotDebounceMs }
       : {}),
@@ -145,7 +155,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     ...(config.watchNamespace ? { namespace: config.watchNamespace } : {}),
     ...(config.defaultCertificate ? { defaultCertificate: config.defaultCertificate } : {}),
     ...(storeSnapshot ? { snapshotPath: storeSnapshot } : {}),
-    ...(deps.tuning?.reflector ? { reflector: deps.tuning.reflector } : {}),
+    reflector: deps.tuning?.reflector ?? GATEWAY_REFLECTOR,
     ...(deps.tuning?.snapshotDebounceMs !== undefined
       ? { snapshotDebounceMs: deps.tuning.snapshotDebounceMs }
       : {}),

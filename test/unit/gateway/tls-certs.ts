@@ -42,13 +42,13 @@ export function tlsSecretObject(
   namespace: string,
   name: string,
   pem: { cert: string; key: string },
-  rv = '1',
+  rv?: string,
 ) {
   return {
     apiVersion: 'v1',
     kind: 'Secret',
     type: 'kubernetes.io/tls',
-    metadata: { namespace, name, resourceVersion: rv },
+    metadata: { namespace, name, ...(rv ? { resourceVersion: rv } : {}) },
     data: {
       'tls.crt': Buffer.from(pem.cert).toString('base64'),
       'tls.key': Buffer.from(pem.key).toString('base64'),
