@@ -1,9 +1,10 @@
-import { isIP } from 'node:net';
 import { OutriggerError } from '../shared/errors.ts';
+import { CidrError, parseCidr } from './cidr.ts';
 
 /** A parser turns one raw string into a typed value or throws with what is allowed. */
 export type Parser<T> = { parse(raw: string): T; allowed: string };
 
+/** A refused value; the optional message says which part was wrong, after what is allowed. */
 export class ValueError extends Error {}
 
 function parser<T>(allowed: string, parse: (raw: string) => T): Parser<T> {
@@ -67,15 +68,16 @@ export const portList = parser('comma-separated ports or ranges such as 25,8000-
   });
 });
 
+/** Strict (see parseCidr); IPv6 comes out in its canonical form. */
 export const cidrList = parser('comma-separated CIDRs such as 10.0.0.0/8,fd00::/8', (raw) => {
   if (raw.trim() === '') return [];
   return raw.split(',').map((part) => {
-    const [ip = '', bits, extra] = part.trim().split('/');
-    const family = isIP(ip);
-    const max = family === 6 ? 128 : 32;
-    const n = bits !== undefined && /^\d{1,3}$/.test(bits) ? Number(bits) : NaN;
-    if (family === 0 || extra !== undefined || !(n >= 0 && n <= max)) throw new ValueError();
-    return `${ip}/${n}`;
+    try {
+      return parseCidr(part).text;
+    } catch (e) {
+      if (e instanceof CidrError) throw new ValueError(e.message);
+      throw e;
+    }
   });
 });
 
@@ -109,9 +111,10 @@ export function parseValue<T>(p: Parser<T>, key: string, raw: string, origin: st
     return p.parse(raw);
   } catch (e) {
     if (!(e instanceof ValueError)) throw e;
+    const detail = e.message === '' ? '' : `; ${e.message}`;
     throw new OutriggerError(
       'config_invalid',
-      `invalid ${origin} ${key}=${JSON.stringify(raw)}: expected ${p.allowed}`,
+      `invalid ${origin} ${key}=${JSON.stringify(raw)}: expected ${p.allowed}${detail}`,
     );
   }
 }

@@ -2,6 +2,7 @@ import { LRUCache } from 'lru-cache';
 import type { BackoffPolicy } from '../shared/backoff.ts';
 import type { Clock, Random } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
+import { ExistenceChecks } from './existence.ts';
 import { endpointCount, found, markFresh, markStale, statusOf, type Known } from './freshness.ts';
 import type { KubeApi } from './kube/api.ts';
 import type { TransportStats } from './kube/transport.ts';
@@ -19,11 +20,15 @@ export interface KubeResolverOptions {
   clock: Clock;
   random: Random;
   logger: Logger;
-  /** LRU bound on live subscriptions: each one is one EndpointSlice watch. */
+  /**
+   * LRU bound on live watches besides the one fixed Service watch: each subscription is one
+   * EndpointSlice watch, plus, in 'namespace' scope, one Service watch per other namespace in use.
+   */
   maxWatches: number;
   /**
    * 'cluster': one cluster-wide Service watch, which also feeds the ClusterIP index (transparent
-   * capture). 'namespace': one Service watch per namespace looked up (explicit mode).
+   * capture). 'namespace': the home namespace's Service watch, and one per other namespace that
+   * has a subscription (explicit mode); a name in another namespace is first checked by one LIST.
    */
   serviceScope: 'cluster' | 'namespace';
   /** Watched from the start in 'namespace' scope, so the sidecar becomes ready before a lookup. */
@@ -34,6 +39,8 @@ export interface KubeResolverOptions {
   snapshotDebounceMs?: number;
   /** How long resolve() waits for a first answer when nothing is known yet. */
   waitMs?: number;
+  /** 'namespace' scope: how long "no such Service" in an unwatched namespace is believed. */
+  absentMs?: number;
   reflector?: Pick<
     ReflectorOptions,
     'backoff' | 'watchTimeoutS' | 'listTimeoutMs' | 'inactivityMs' | 'recoverySpreadMs'
@@ -94,6 +101,7 @@ class ApiResolver implements KubeResolver {
   readonly #snapshotIPs = new Map<string, ServiceKey>();
   readonly #waiters = new Map<string, Set<() => void>>();
   readonly #writer: SnapshotWriter | undefined;
+  readonly #checks: ExistenceChecks;
   #ready = false;
   #closing = false;
 
@@ -107,6 +115,13 @@ class ApiResolver implements KubeResolver {
     this.#subs = new LRUCache<string, Subscription>({
       max: o.maxWatches,
       dispose: (sub, _key, reason) => this.#unsubscribe(sub, reason),
+    });
+    this.#checks = new ExistenceChecks({
+      api: o.api,
+      clock: o.clock,
+      logger: this.#log,
+      ...(o.absentMs !== undefined ? { absentMs: o.absentMs } : {}),
+      ...(o.reflector?.listTimeoutMs !== undefined ? { timeoutMs: o.reflector.listTimeoutMs } : {}),
     });
     if (o.snapshotPath) {
       this.#writer = new SnapshotWriter({
@@ -202,8 +217,41 @@ class ApiResolver implements KubeResolver {
       this.#known.set(key, cold);
     }
     this.#subs.set(key, { key, ns: svcKey.namespace, slices, reflector });
+    this.#keepWithinBudget();
     this.#serviceSet(this.#scopeOf(svcKey.namespace));
     reflector.start();
+  }
+
+  /**
+   * --max-watches bounds what subscriptions cost the API server: their slice watches plus the
+   * Service watches only they need (other namespaces, in 'namespace' scope). The newest one stays
+   * even if it alone needs two.
+   */
+  #keepWithinBudget(): void {
+    while (this.#subs.size > 1 && this.#subs.size + this.#extraNamespaces() > this.#o.maxWatches)
+      this.#subs.pop();
+  }
+
+  #extraNamespaces(): number {
+    if (this.#o.serviceScope === 'cluster') return 0;
+    const namespaces = new Set<string>();
+    for (const s of this.#subs.values()) if (s.ns !== this.#o.homeNamespace) namespaces.add(s.ns);
+    return namespaces.size;
+  }
+
+  /** A namespace's Service watch ends with its last subscription (not the home namespace's). */
+  #closeIdleNamespace(ns: string): void {
+    if (this.#o.serviceScope === 'cluster' || ns === this.#o.homeNamespace || this.#closing) return;
+    for (const s of this.#subs.values()) if (s.ns === ns) return;
+    const have = this.#serviceSets.get(ns);
+    if (!have) return;
+    this.#serviceSets.delete(ns);
+    void have.reflector.stop();
+  }
+
+  /** 'namespace' scope: a namespace without a Service watch, where a lookup must ask first. */
+  #unwatched(ns: string): boolean {
+    return this.#o.serviceScope === 'namespace' && !this.#serviceSets.has(ns);
   }
 
   #unsubscribe(sub: Subscription, reason: string): void {
@@ -211,6 +259,8 @@ class ApiResolver implements KubeResolver {
     const k = this.#known.get(sub.key);
     this.#known.delete(sub.key);
     this.#absent.delete(sub.key);
+    // Deferred: a subscription to the same namespace may be the one being added right now.
+    queueMicrotask(() => this.#closeIdleNamespace(sub.ns));
     if (!k || this.#closing) return;
     k.source = 'cold';
     if (!k.stale) k.stale = { since: this.#o.clock.now(), reason: 'not watched (evicted from the live LRU)' };
@@ -242,7 +292,8 @@ class ApiResolver implements KubeResolver {
   #recompute(key: string): void {
     const sub = this.#subs.peek(key);
     if (!sub) return;
-    const set = this.#serviceSet(this.#scopeOf(sub.ns));
+    const set = this.#serviceSets.get(this.#scopeOf(sub.ns) ?? '')?.set;
+    if (!set) return;
     const now = this.#o.clock.now();
     const failure = set.failure ?? sub.slices.failure;
     const known = this.#known.get(key);
@@ -256,6 +307,8 @@ class ApiResolver implements KubeResolver {
       if (known || !this.#absent.has(key)) this.#log.info('service does not exist', { service: key });
       this.#known.delete(key);
       this.#absent.add(key);
+      // Outlives the namespace's Service watch, which closes with its last subscription.
+      if (this.#o.serviceScope === 'namespace') this.#checks.rememberAbsent(key);
       this.#changed(key);
       // No slice watch for a Service that does not exist: the Service watch sees it if it is
       // created, and the next lookup subscribes again. Deferred: we are inside a reflector callback.
@@ -292,15 +345,32 @@ class ApiResolver implements KubeResolver {
 
   async resolve(key: ServiceKey, opts?: { waitMs?: number }): Promise<Resolution> {
     const k = keyString(key);
+    const waitMs = opts?.waitMs ?? this.#o.waitMs ?? 1_500;
     const now = this.peek(key);
-    // In cluster scope the index already knows what does not exist: no watch for junk names.
-    if (now.kind === 'absent' && !this.#subs.has(k)) return now;
+    if (now.kind !== 'found' && !this.#subs.has(k)) {
+      // A watched scope already knows what does not exist: no watch for junk names.
+      if (now.kind === 'absent') return now;
+      if (this.#unwatched(key.namespace)) {
+        if (this.#checks.cached(k)) return now;
+        this.#checkThenSubscribe(k, key);
+        await this.#waitFor(k, waitMs);
+        return this.peek(key);
+      }
+    }
     this.#subscribe(k, key);
     if (now.kind === 'found') return now;
     const again = this.peek(key);
     if (again.kind !== 'unknown') return again;
-    await this.#waitFor(k, opts?.waitMs ?? this.#o.waitMs ?? 1_500);
+    await this.#waitFor(k, waitMs);
     return this.peek(key);
+  }
+
+  /** Not awaited by the lookup: a late "it exists" still subscribes, for the next lookup. */
+  #checkThenSubscribe(k: string, key: ServiceKey): void {
+    void this.#checks.check(key).then((exists) => {
+      if (exists) this.#subscribe(k, key);
+      else this.#wake(k);
+    });
   }
 
   #waitFor(key: string, ms: number): Promise<void> {
@@ -323,7 +393,12 @@ class ApiResolver implements KubeResolver {
     if (hot) return found(hot);
     if (this.#absent.has(k)) return { kind: 'absent' };
     const set = this.#serviceSets.get(this.#scopeOf(key.namespace) ?? '')?.set;
-    if (set?.listed && !set.services.has(k)) return { kind: 'absent' };
+    if (set?.listed) {
+      if (!set.services.has(k)) return { kind: 'absent' };
+    } else {
+      const negative = set ? undefined : this.#checks.cached(k);
+      if (negative) return negative;
+    }
     return {
       kind: 'unknown',
       reason: this.#ready ? 'no data yet for this Service' : 'discovery has not synced yet',
@@ -401,6 +476,7 @@ class ApiResolver implements KubeResolver {
 
   async close(): Promise<void> {
     this.#closing = true;
+    this.#checks.close();
     await Promise.all([...this.#subs.values(), ...this.#serviceSets.values()].map((s) => s.reflector.stop()));
     // The last state goes to disk before the subscriptions are dropped.
     await this.#writer?.close(true);

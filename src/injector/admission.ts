@@ -1,6 +1,7 @@
 import { isOutriggerError, OutriggerError } from '../shared/errors.ts';
 import type { Logger } from '../shared/log.ts';
 import { injectPod } from './mutate.ts';
+import { podShapeProblem } from './pod-shape.ts';
 import type { InjectorSettings } from './settings.ts';
 import type { NamespaceInfo, PodLike } from './types.ts';
 
@@ -82,15 +83,30 @@ function respond(
   }
 }
 
+/** Every type the webhook relies on is checked here, so what follows cannot crash on a bad body. */
 function parseRequest(body: unknown): AdmissionRequest {
-  const b = body as { apiVersion?: unknown; kind?: unknown; request?: AdmissionRequest } | null;
+  const b = body as { apiVersion?: unknown; kind?: unknown; request?: unknown } | null;
   if (b?.apiVersion !== 'admission.k8s.io/v1' || b.kind !== 'AdmissionReview')
-    throw new OutriggerError('admission_invalid', 'expected an admission.k8s.io/v1 AdmissionReview');
-  const req = b.request;
-  if (typeof req?.uid !== 'string' || req.uid === '')
-    throw new OutriggerError('admission_invalid', 'AdmissionReview has no request.uid');
-  const obj = req.object as PodLike | undefined;
-  if (req.kind?.kind === 'Pod' && !Array.isArray(obj?.spec?.containers))
-    throw new OutriggerError('admission_invalid', 'AdmissionReview request.object is not a Pod');
-  return req;
+    throw invalid('expected an admission.k8s.io/v1 AdmissionReview');
+  const req = b.request as Record<string, unknown> | null | undefined;
+  if (typeof req !== 'object' || req === null || Array.isArray(req))
+    throw invalid('AdmissionReview has no request object');
+  if (typeof req.uid !== 'string' || req.uid === '') throw invalid('AdmissionReview has no request.uid');
+  const problem = requestProblem(req);
+  if (problem !== undefined) throw invalid(`AdmissionReview ${problem}`);
+  return req as unknown as AdmissionRequest;
 }
+
+function requestProblem(req: Record<string, unknown>): string | undefined {
+  const kind = req.kind as Record<string, unknown> | undefined;
+  if (kind !== undefined && (typeof kind !== 'object' || kind === null || Array.isArray(kind)))
+    return 'request.kind must be an object';
+  for (const f of ['group', 'version', 'kind'] as const)
+    if (kind?.[f] !== undefined && typeof kind[f] !== 'string') return `request.kind.${f} must be a string`;
+  for (const f of ['operation', 'namespace', 'name'] as const)
+    if (req[f] !== undefined && typeof req[f] !== 'string') return `request.${f} must be a string`;
+  if (req.dryRun !== undefined && typeof req.dryRun !== 'boolean') return 'request.dryRun must be a boolean';
+  return kind?.kind === 'Pod' ? podShapeProblem(req.object, 'request.object') : undefined;
+}
+
+const invalid = (message: string): OutriggerError => new OutriggerError('admission_invalid', message);

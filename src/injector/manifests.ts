@@ -2,6 +2,7 @@ import { parseAllDocuments, stringify } from 'yaml';
 import { OutriggerError, isOutriggerError } from '../shared/errors.ts';
 import { injectPod } from './mutate.ts';
 import { applyPatch } from './patch.ts';
+import { podShapeProblem } from './pod-shape.ts';
 import type { InjectorSettings } from './settings.ts';
 import type { NamespaceInfo, ObjectMeta, PodLike } from './types.ts';
 
@@ -73,6 +74,8 @@ function injectDoc(
   ) as PodLike | undefined;
   const ref = `${doc.kind?.toLowerCase()}/${doc.metadata?.name ?? '?'}`;
   if (!Array.isArray(template?.spec?.containers)) return doc;
+  const problem = podShapeProblem(template, 'template');
+  if (problem !== undefined) throw new OutriggerError('config_invalid', `${ref}: ${problem}`);
   const nsName = doc.metadata?.namespace ?? opts.namespace;
   const ns: NamespaceInfo = { name: nsName, labels: namespaces.get(nsName) ?? opts.namespaceLabels };
   try {

@@ -11,6 +11,14 @@ import type { InjectorSettings } from './settings.ts';
 /** The API server caps admission bodies far below this; Istio uses the same 6 MiB bound. */
 export const MAX_BODY_BYTES = 6 * 1024 * 1024;
 
+/**
+ * A connection that has not finished its TLS handshake, or sends nothing, for this long is
+ * closed. Node's own defaults are 120 s for the handshake and no limit after it, which lets idle
+ * connections pile up; the API server's calls take milliseconds and never idle this long
+ * mid-request (keep-alive connections between calls are closed after 5 s anyway).
+ */
+export const IDLE_TIMEOUT_MS = 10_000;
+
 export interface WebhookServerOptions {
   host: string;
   port: number;
@@ -20,6 +28,8 @@ export interface WebhookServerOptions {
   log: Logger;
   clock: Clock;
   certPollMs?: number;
+  /** See IDLE_TIMEOUT_MS. */
+  idleTimeoutMs?: number;
 }
 
 export interface WebhookServer {
@@ -59,12 +69,18 @@ export async function startWebhookServer(opts: WebhookServerOptions): Promise<We
     ...(opts.certPollMs === undefined ? {} : { pollMs: opts.certPollMs }),
   });
   const pair = await certs.load();
-  const server = https.createServer({ ...pair, minVersion: 'TLSv1.2' }, (req, res) => {
-    handle(req, res, opts).catch((e: unknown) => fail(res, e, opts.log));
-  });
+  const idleMs = opts.idleTimeoutMs ?? IDLE_TIMEOUT_MS;
+  const server = https.createServer(
+    { ...pair, minVersion: 'TLSv1.2', handshakeTimeout: idleMs },
+    (req, res) => {
+      handle(req, res, opts).catch((e: unknown) => fail(res, e, opts.log));
+    },
+  );
   // The API server gives up after the webhook's timeoutSeconds anyway; slow clients get cut off.
   server.headersTimeout = 5_000;
   server.requestTimeout = 10_000;
+  // headersTimeout only runs once a request has begun: a connection that never sends one needs this.
+  server.timeout = idleMs;
   certs.start((next) => {
     server.setSecureContext({ ...next, minVersion: 'TLSv1.2' });
   });

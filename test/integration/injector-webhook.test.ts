@@ -137,6 +137,17 @@ test('the webhook injects pods through the real API server', async (t) => {
     );
   });
 
+  await t.test('a CIDR with a zone index is rejected, not written into the iptables rules', async () => {
+    const bad = appPod('zone', { 'outrigger.dev/exclude-inbound-cidrs': 'fe80::1%eth0/64' });
+    await assert.rejects(
+      admin.apply({ ...bad, metadata: { ...bad.metadata, namespace: meshed } }),
+      (e: unknown) =>
+        e instanceof KubeError &&
+        e.status === 400 &&
+        e.message.includes('denied the request: invalid annotation outrigger.dev/exclude-inbound-cidrs='),
+    );
+  });
+
   await t.test('a namespace that did not opt in is untouched', async () => {
     const stored = await admin.apply<Pod>({
       ...appPod('web'),

@@ -2,8 +2,9 @@
 // as iptables-restore input. Linkerd's minimal shape (reference/capture.md 1.2): two chains in
 // the nat table, the proxy's UID and loopback return first, everything else TCP is redirected.
 // Pure: the same input always gives the same text, which the golden files pin down.
-import { isIPv6 } from 'node:net';
-import type { Config } from '../../config/options.ts';
+import { CidrError, parseCidr } from '../../config/cidr.ts';
+import { options, type Config } from '../../config/options.ts';
+import { OutriggerError } from '../../shared/errors.ts';
 
 export interface CaptureSpec {
   egressPort: number;
@@ -71,8 +72,27 @@ function unique(values: readonly string[]): string[] {
   return [...new Set(values)];
 }
 
-function ofFamily(cidrs: readonly string[], family: Family): string[] {
-  return unique(cidrs.filter((c) => isIPv6(c.split('/')[0] ?? '') === (family === 6)));
+/**
+ * Checked again here with the same parser as config loading: a spec built any other way must not
+ * write a CIDR the kernel reads differently (a zone, host bits) into the rules.
+ */
+function ofFamily(
+  cidrs: readonly string[],
+  family: Family,
+  option: 'excludeInboundCidrs' | 'excludeOutboundCidrs',
+): string[] {
+  const parsed = cidrs.map((c) => {
+    try {
+      return parseCidr(c);
+    } catch (e) {
+      if (!(e instanceof CidrError)) throw e;
+      throw new OutriggerError(
+        'config_invalid',
+        `invalid ${options[option].annotation ?? option}: ${e.message}`,
+      );
+    }
+  });
+  return unique(parsed.filter((c) => c.family === family).map((c) => c.text));
 }
 
 function inboundRules(s: CaptureSpec, family: Family): string[] {
@@ -83,7 +103,7 @@ function inboundRules(s: CaptureSpec, family: Family): string[] {
     ...multiportChunks(ports).map(
       (p) => `-A ${c} -p tcp -m multiport --dports ${p} ${comment('ignore-inbound-ports')} -j RETURN`,
     ),
-    ...ofFamily(s.excludeInboundCidrs, family).map(
+    ...ofFamily(s.excludeInboundCidrs, family, 'excludeInboundCidrs').map(
       (cidr) => `-A ${c} -s ${cidr} ${comment('ignore-inbound-cidr')} -j RETURN`,
     ),
     `-A ${c} -p tcp ${comment('redirect-inbound')} -j REDIRECT --to-ports ${s.ingressPort}`,
@@ -98,7 +118,7 @@ function outputRules(s: CaptureSpec, family: Family): string[] {
     ...multiportChunks(unique(s.excludeOutboundPorts)).map(
       (p) => `-A ${c} -p tcp -m multiport --dports ${p} ${comment('ignore-outbound-ports')} -j RETURN`,
     ),
-    ...ofFamily(s.excludeOutboundCidrs, family).map(
+    ...ofFamily(s.excludeOutboundCidrs, family, 'excludeOutboundCidrs').map(
       (cidr) => `-A ${c} -d ${cidr} ${comment('ignore-outbound-cidr')} -j RETURN`,
     ),
     `-A ${c} -p tcp ${comment('redirect-outbound')} -j REDIRECT --to-ports ${s.egressPort}`,

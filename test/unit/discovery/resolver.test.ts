@@ -257,10 +257,99 @@ test('a Service that does not exist keeps no slice watch, and is found once it i
   assert.equal(api.openWatches(SLICES('shop')), 0, 'the slice watch of an absent Service is closed');
   assert.equal(r.status().subscriptions, 0);
   assert.equal((await resolve(clock, r, key('later'))).kind, 'absent');
-  assert.equal(api.openWatches(SLICES('shop')), 0, 'answered from the Service watch, no new subscription');
+  assert.equal(api.openWatches(SLICES('shop')), 0, 'answered from the negative cache, no new subscription');
   putService(api, 'shop', 'later', '10.96.0.9', nsPath);
   putSlice(api, 'shop', 'later', 'later-1', ['10.1.9.1']);
+  await clock.advance(60_000);
   assert.deepEqual(addrs(await resolve(clock, r, key('later'))), ['10.1.9.1']);
   assert.equal(api.openWatches(SLICES('shop')), 1);
+  await r.close();
+});
+
+const NS_SERVICES = (ns: string): string => `/api/v1/namespaces/${ns}/services`;
+
+test('namespace scope: names in namespaces without such a Service open no watch at all', async () => {
+  const api = new FakeKubeApi();
+  const { clock, r } = await setup(
+    { serviceScope: 'namespace', homeNamespace: 'home', maxWatches: 5, absentMs: 3_600_000 },
+    api,
+  );
+  const listsBefore = api.calls.filter((c) => c.op === 'list').length;
+  for (let i = 0; i < 200; i++) {
+    assert.equal((await resolve(clock, r, key('x', `ns-${i}`))).kind, 'absent', `x.ns-${i}`);
+    await clock.advance(0);
+    assert.equal(api.openWatches(), 1, `only the home namespace watch after x.ns-${i}`);
+  }
+  assert.equal(api.calls.filter((c) => c.op === 'list').length - listsBefore, 200, 'one LIST per name');
+  assert.equal(r.status().subscriptions, 0);
+  // Looked up again within the negative cache time: no request at all.
+  const calls = api.calls.length;
+  for (let i = 0; i < 200; i++) assert.equal(r.peek(key('x', `ns-${i}`)).kind, 'absent');
+  for (let i = 0; i < 200; i++) assert.equal((await resolve(clock, r, key('x', `ns-${i}`))).kind, 'absent');
+  assert.equal(api.calls.length, calls);
+  await r.close();
+});
+
+test('namespace scope: --max-watches bounds slice and Service watches together; evicted data goes cold', async () => {
+  const api = new FakeKubeApi();
+  for (let i = 0; i < 12; i++) {
+    putService(api, `ns-${i}`, 'web', `10.96.2.${i + 1}`, NS_SERVICES(`ns-${i}`));
+    putSlice(api, `ns-${i}`, 'web', 'web-a', [`10.3.${i}.1`]);
+  }
+  const { clock, r } = await setup({ serviceScope: 'namespace', homeNamespace: 'home', maxWatches: 5 }, api);
+  for (let i = 0; i < 12; i++) {
+    assert.deepEqual(addrs(await resolve(clock, r, key('web', `ns-${i}`))), [`10.3.${i}.1`], `web.ns-${i}`);
+    await clock.advance(0);
+    assert.ok(api.openWatches() <= 5 + 1, `${api.openWatches()} watches after web.ns-${i}`);
+  }
+  assert.equal(api.openWatches(NS_SERVICES('ns-11')), 1, 'the newest namespace is watched');
+  assert.equal(api.openWatches(NS_SERVICES('ns-0')), 0, 'an evicted namespace is not');
+  api.fault = () => unavailable();
+  api.breakWatches(new Error('apiserver gone'));
+  for (let i = 0; i < 12; i++) {
+    const res = await r.resolve(key('web', `ns-${i}`), { waitMs: 0 });
+    assert.deepEqual(addrs(res), [`10.3.${i}.1`], `web.ns-${i} during the outage`);
+  }
+  await r.close();
+});
+
+test('namespace scope: a Service created after a negative answer is found once the negative cache expires', async () => {
+  const api = new FakeKubeApi();
+  const { clock, r } = await setup({ serviceScope: 'namespace', homeNamespace: 'home' }, api);
+  assert.equal((await resolve(clock, r, key('later', 'shop'))).kind, 'absent');
+  putService(api, 'shop', 'later', '10.96.0.9', NS_SERVICES('shop'));
+  putSlice(api, 'shop', 'later', 'later-1', ['10.1.9.1']);
+  assert.equal((await resolve(clock, r, key('later', 'shop'))).kind, 'absent', 'cached');
+  await clock.advance(60_000);
+  assert.deepEqual(addrs(await resolve(clock, r, key('later', 'shop'))), ['10.1.9.1']);
+  assert.equal(api.openWatches(NS_SERVICES('shop')), 1);
+  await r.close();
+});
+
+test('namespace scope: a failed existence check answers unknown, opens nothing, and is retried later', async () => {
+  const api = new FakeKubeApi();
+  putService(api, 'shop', 'web', '10.96.0.1', NS_SERVICES('shop'));
+  putSlice(api, 'shop', 'web', 'web-1', ['10.1.0.1']);
+  const { clock, r } = await setup({ serviceScope: 'namespace', homeNamespace: 'home' }, api);
+  api.fault = (_op, path) => (path === NS_SERVICES('shop') ? status(500) : undefined);
+  assert.equal((await resolve(clock, r, key('web'))).kind, 'unknown');
+  assert.equal(api.openWatches(), 1, 'only the home namespace watch');
+  api.fault = () => undefined;
+  await clock.advance(10_000);
+  assert.deepEqual(addrs(await resolve(clock, r, key('web'))), ['10.1.0.1']);
+  await r.close();
+});
+
+test('namespace scope: concurrent lookups of one unwatched name share one existence check', async () => {
+  const api = new FakeKubeApi();
+  const { clock, r } = await setup({ serviceScope: 'namespace', homeNamespace: 'home' }, api);
+  const lists = (): number => api.calls.filter((c) => c.path === NS_SERVICES('com')).length;
+  const all = Promise.all([1, 2, 3].map(() => r.resolve(key('example', 'com'))));
+  await clock.advance(0);
+  assert.deepEqual(
+    (await all).map((res) => res.kind),
+    ['absent', 'absent', 'absent'],
+  );
+  assert.equal(lists(), 1);
   await r.close();
 });

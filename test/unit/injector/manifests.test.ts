@@ -108,6 +108,23 @@ test('an invalid annotation fails with the object, the annotation, the value and
   );
 });
 
+test('a malformed pod template fails with the object and the field, not a crash', () => {
+  const cases: [string, RegExp][] = [
+    [
+      'containers: [null]',
+      /^OutriggerError: pod\/p: template\.spec\.containers\[0\] must be an object, not null$/,
+    ],
+    ['containers: [{name: a, ports: [{containerPort: "80"}]}]', /containerPort must be an integer/],
+  ];
+  for (const [spec, message] of cases)
+    assert.throws(() => injectManifests(`kind: Pod\nmetadata: {name: p}\nspec: {${spec}}\n`, opts), message);
+  const boolAnnotation = `kind: Pod\nmetadata: {name: p, annotations: {outrigger.dev/inject: true}}\nspec: {containers: [{name: a}]}\n`;
+  assert.throws(
+    () => injectManifests(boolAnnotation, opts),
+    /annotations\["outrigger.dev\/inject"\] must be a string, not boolean/,
+  );
+});
+
 test('injecting twice changes nothing the second time', () => {
   const once = injectManifests(input, opts).output;
   assert.equal(injectManifests(once, opts).output, once);

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import https from 'node:https';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import tls from 'node:tls';
@@ -187,3 +188,183 @@ async function waitFor(cond: () => Promise<boolean>): Promise<void> {
   }
   assert.fail('condition not reached');
 }
+
+/** Resolves with how the connection ended once the server closes it; fails if it is still open after limitMs. */
+function closedByServer(socket: net.Socket, limitMs: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`connection still open after ${limitMs} ms`));
+    }, limitMs);
+    socket.on('error', () => undefined);
+    socket.on('close', () => {
+      clearTimeout(t);
+      resolve();
+    });
+  });
+}
+
+test(
+  'a connection that never completes a TLS handshake, or never sends a request, is closed',
+  { skip },
+  async () => {
+    const quick = await startWebhookServer({
+      host: '127.0.0.1',
+      port: 0,
+      certFile: path.join(secretDir, 'tls.crt'),
+      keyFile: path.join(secretDir, 'tls.key'),
+      settings: injectorSettings(loadConfig({ env: {} })),
+      log: memoryLogger(),
+      clock,
+      idleTimeoutMs: 300,
+    });
+    try {
+      // Without the bound both stay open for Node's 120 s handshake default, or for ever.
+      await closedByServer(net.connect(quick.port, '127.0.0.1'), 5_000);
+      const secure = tls.connect({
+        host: '127.0.0.1',
+        port: quick.port,
+        ca: certs.caPem,
+        servername: 'outrigger-webhook',
+      });
+      await new Promise<void>((resolve, reject) => {
+        secure.once('secureConnect', resolve);
+        secure.once('error', reject);
+      });
+      await closedByServer(secure, 5_000);
+    } finally {
+      await quick.close();
+    }
+  },
+);
+
+const reviewWith = (object: unknown, request: Record<string, unknown> = {}) =>
+  JSON.stringify({
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: {
+      uid: 'u-2',
+      kind: { group: '', version: 'v1', kind: 'Pod' },
+      operation: 'CREATE',
+      namespace: 'shop',
+      object,
+      ...request,
+    },
+  });
+const app = { name: 'app', image: 'x' };
+const malformed: [string, string, RegExp][] = [
+  [
+    'a null container',
+    reviewWith({ spec: { containers: [null] } }),
+    /spec\.containers\[0\] must be an object/,
+  ],
+  [
+    'a string container',
+    reviewWith({ spec: { containers: ['app'] } }),
+    /spec\.containers\[0\] must be an object/,
+  ],
+  [
+    'a numeric container name',
+    reviewWith({ spec: { containers: [{ name: 7 }] } }),
+    /containers\[0\]\.name must be a string/,
+  ],
+  [
+    'a boolean annotation value',
+    reviewWith({ metadata: { annotations: { 'outrigger.dev/inject': true } }, spec: { containers: [app] } }),
+    /metadata\.annotations\["outrigger.dev\/inject"\] must be a string/,
+  ],
+  [
+    'a numeric label value',
+    reviewWith({ metadata: { labels: { app: 1 } }, spec: { containers: [app] } }),
+    /metadata\.labels\["app"\] must be a string/,
+  ],
+  [
+    'annotations as a list',
+    reviewWith({ metadata: { annotations: ['a'] }, spec: { containers: [app] } }),
+    /annotations must be an object/,
+  ],
+  [
+    'metadata as a string',
+    reviewWith({ metadata: 'p', spec: { containers: [app] } }),
+    /metadata must be an object/,
+  ],
+  ['a null spec', reviewWith({ spec: null }), /spec must be an object/],
+  ['containers as an object', reviewWith({ spec: { containers: {} } }), /spec\.containers must be a list/],
+  [
+    'a null init container',
+    reviewWith({ spec: { containers: [app], initContainers: [null] } }),
+    /initContainers\[0\] must be an object/,
+  ],
+  [
+    'env as an object',
+    reviewWith({ spec: { containers: [{ ...app, env: { A: '1' } }] } }),
+    /containers\[0\]\.env must be a list/,
+  ],
+  [
+    'a null env entry',
+    reviewWith({ spec: { containers: [{ ...app, env: [null] }] } }),
+    /env\[0\] must be an object/,
+  ],
+  [
+    'a numeric env name',
+    reviewWith({ spec: { containers: [{ ...app, env: [{ name: 1 }] }] } }),
+    /env\[0\]\.name must be a string/,
+  ],
+  [
+    'a string containerPort',
+    reviewWith({ spec: { containers: [{ ...app, ports: [{ containerPort: '80' }] }] } }),
+    /ports\[0\]\.containerPort must be an integer/,
+  ],
+  [
+    'a null port',
+    reviewWith({ spec: { containers: [{ ...app, ports: [null] }] } }),
+    /ports\[0\] must be an object/,
+  ],
+  [
+    'volumes as a string',
+    reviewWith({ spec: { containers: [app], volumes: 'v' } }),
+    /spec\.volumes must be a list/,
+  ],
+  [
+    'hostNetwork as a string',
+    reviewWith({ spec: { containers: [app], hostNetwork: 'yes' } }),
+    /hostNetwork must be a boolean/,
+  ],
+  [
+    'request.kind as a string',
+    reviewWith({ spec: { containers: [app] } }, { kind: 'Pod' }),
+    /request\.kind must be an object/,
+  ],
+  [
+    'a numeric operation',
+    reviewWith({ spec: { containers: [app] } }, { operation: 1 }),
+    /request\.operation must be a string/,
+  ],
+  [
+    'a numeric namespace',
+    reviewWith({ spec: { containers: [app] } }, { namespace: 1 }),
+    /request\.namespace must be a string/,
+  ],
+  [
+    'a string dryRun',
+    reviewWith({ spec: { containers: [app] } }, { dryRun: 'yes' }),
+    /request\.dryRun must be a boolean/,
+  ],
+  [
+    'a null request',
+    JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: null }),
+    /request/,
+  ],
+  ['a JSON null body', 'null', /AdmissionReview/],
+  ['a JSON list body', '[]', /AdmissionReview/],
+];
+
+test('a malformed AdmissionReview gets 400 naming the field, never 500', { skip }, async () => {
+  for (const [what, body, message] of malformed) {
+    const r = await call('POST', '/mutate', body);
+    assert.equal(r.status, 400, `${what}: ${r.status} ${r.body}`);
+    assert.match(r.body, message, what);
+  }
+  assert.equal(log.lines.filter((l) => l.msg === 'webhook request failed').length, 0, 'no internal error');
+  assert.equal((await call('POST', '/mutate', podReview())).status, 200, 'still serving');
+});
