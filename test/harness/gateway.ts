@@ -8,8 +8,11 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
+import { selfSigned, tlsSecretObject } from '../unit/gateway/tls-certs.ts';
 import type { TestCluster } from './cluster.ts';
 import type { LoadSummary } from './data-path.ts';
+import { createService, createSlice } from './discovery.ts';
+import type { KubeAdmin } from './kube.ts';
 import { bridgeIntoNetns, createNetns, waitForPort, type Bridge, type Netns } from './netns.ts';
 import { writeTokenDir } from './token-dir.ts';
 import { repoRoot } from './tools.ts';
@@ -41,10 +44,10 @@ export interface GatewayPod {
   snapshotDir: string;
   startBackend(address: string): Promise<ChildProcess>;
   startGateway(extra?: string[]): Promise<GatewayProcess>;
-  /** Steady GETs through the gateway's HTTP port (absolute-form URLs); resolves with the summary. */
-  load(intervalMs: number, durationMs: number, urls: string[]): Promise<LoadSummary>;
-  /** One GET inside the namespace: status, body and the x-outrigger-error header. */
-  get(url: string): Promise<{ status: number; body: string; error: string }>;
+  /** Steady GETs through the gateway's HTTP port, or another proxy's (absolute-form URLs). */
+  load(intervalMs: number, durationMs: number, urls: string[], port?: number): Promise<LoadSummary>;
+  /** One GET inside the namespace (to the gateway, or another proxy's port): status, body, x-outrigger-error. */
+  get(url: string, port?: number): Promise<{ status: number; body: string; error: string }>;
   admin(pathname: string): Promise<{ status: number; body: string }>;
   /** The subject CN of the certificate the HTTPS listener presents for servername ('' = no SNI). */
   certificateFor(servername: string): Promise<string>;
@@ -154,15 +157,15 @@ export async function gatewayPod(cluster: TestCluster, apiTarget: string): Promi
         },
       };
     },
-    async load(intervalMs, durationMs, urls) {
+    async load(intervalMs, durationMs, urls, port = GATEWAY_PORTS.http) {
       const r = await ns.exec(
-        [node, loadScript, String(GATEWAY_PORTS.http), String(intervalMs), String(durationMs), ...urls],
+        [node, loadScript, String(port), String(intervalMs), String(durationMs), ...urls],
         { timeoutMs: durationMs + 60_000 },
       );
       return JSON.parse(r.stdout) as LoadSummary;
     },
-    get(target) {
-      const script = `const r=require('http').request({host:'127.0.0.1',port:${GATEWAY_PORTS.http},path:${JSON.stringify(target)}},res=>{let b='';res.on('data',d=>b+=d);res.on('end',()=>process.stdout.write(JSON.stringify({status:res.statusCode,body:b,error:res.headers['x-outrigger-error']??''})))});r.on('error',e=>process.stdout.write(JSON.stringify({status:0,body:'',error:e.message})));r.end()`;
+    get(target, port = GATEWAY_PORTS.http) {
+      const script = `const r=require('http').request({host:'127.0.0.1',port:${port},path:${JSON.stringify(target)}},res=>{let b='';res.on('data',d=>b+=d);res.on('end',()=>process.stdout.write(JSON.stringify({status:res.statusCode,body:b,error:res.headers['x-outrigger-error']??''})))});r.on('error',e=>process.stdout.write(JSON.stringify({status:0,body:'',error:e.message})));r.end()`;
       return nodeJson(ns, script);
     },
     admin(pathname) {
@@ -182,4 +185,90 @@ export async function gatewayPod(cluster: TestCluster, apiTarget: string): Promi
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** Applies the gateway's namespace, ServiceAccount, RBAC and IngressClass, as manifests/gateway ships them. */
+export async function applyGatewayRbac(admin: KubeAdmin): Promise<void> {
+  for (const file of [
+    'namespace.yaml',
+    'serviceaccount.yaml',
+    'clusterrole.yaml',
+    'tls-secrets-role.yaml',
+    'ingressclass.yaml',
+  ])
+    for (const obj of gatewayManifest(file)) await admin.apply(obj);
+}
+
+/** The e2e scenario: 40 Ingresses (80 rules) over 4 Services with 2 backends each, and TLS. */
+export const SCENARIO = { services: 4, ingresses: 40, routes: 80 };
+export const backendsOf = (k: number): string[] => [`10.244.0.${k * 10 + 1}`, `10.244.0.${k * 10 + 2}`];
+
+/** Ingress ing-i: host hi.example.com, `/` -> svc-(i mod 4) by port number, `/api` -> the next by port name. */
+export function scenarioIngress(ns: string, i: number): Obj {
+  const backend = (svc: number, port: Record<string, unknown>) => ({
+    service: { name: `svc-${svc % SCENARIO.services}`, port },
+  });
+  return {
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'Ingress',
+    metadata: { name: `ing-${i}`, namespace: ns },
+    spec: {
+      ingressClassName: 'outrigger',
+      ...(i === 0 ? { tls: [{ hosts: ['h0.example.com'], secretName: 'h0-tls' }] } : {}),
+      rules: [
+        {
+          host: `h${i}.example.com`,
+          http: {
+            paths: [
+              { path: '/', pathType: 'Prefix', backend: backend(i, { number: 80 }) },
+              { path: '/api', pathType: 'Prefix', backend: backend(i + 1, { name: 'http' }) },
+            ],
+          },
+        },
+      ],
+    },
+  };
+}
+
+/**
+ * Creates the scenario in a fresh namespace: the Services and their EndpointSlices, the Ingresses,
+ * the default certificate and h0.example.com's TLS Secret, and the Role that grants the gateway
+ * that one Secret by name (as manifests/gateway/example/tls-role.yaml does). Returns the
+ * namespace and the 80 URLs (one per rule).
+ */
+export async function createScenario(admin: KubeAdmin): Promise<{ ns: string; urls: string[] }> {
+  const ns = await admin.createNamespace('gw-app');
+  const certs = { default: selfSigned('default.gateway'), h0: selfSigned('h0.example.com') };
+  await admin.apply(tlsSecretObject(GATEWAY_NAMESPACE, 'outrigger-gateway-default-tls', certs.default));
+  await admin.apply(tlsSecretObject(ns, 'h0-tls', certs.h0));
+  await admin.apply(tlsSecretObject(ns, 'not-served', certs.default));
+  for (const obj of gatewayManifest('example/tls-role.yaml')) {
+    const o = structuredClone(obj) as Obj & {
+      metadata: { namespace: string };
+      rules?: { resourceNames: string[] }[];
+    };
+    o.metadata.namespace = ns;
+    if (o.kind === 'Role' && o.rules?.[0]) o.rules[0].resourceNames = ['h0-tls'];
+    await admin.apply(o);
+  }
+  for (let k = 0; k < SCENARIO.services; k++) {
+    await createService(admin, ns, `svc-${k}`);
+    await createSlice(admin, ns, `svc-${k}`, `svc-${k}-a`, backendsOf(k));
+  }
+  const urls: string[] = [];
+  for (let i = 0; i < SCENARIO.ingresses; i++) {
+    await admin.apply(scenarioIngress(ns, i));
+    urls.push(`http://h${i}.example.com/`, `http://h${i}.example.com/api/x`);
+  }
+  return { ns, urls };
+}
+
+/** The gateway's /debug/gateway counts (routes -1 when it does not answer). */
+export async function gatewayStatus(
+  pod: GatewayPod,
+): Promise<{ routes: number; stale: unknown[]; tlsSecrets: number }> {
+  const r = await pod.admin('/debug/gateway');
+  return r.status === 200
+    ? (JSON.parse(r.body) as { routes: number; stale: unknown[]; tlsSecrets: number })
+    : { routes: -1, stale: [], tlsSecrets: -1 };
 }

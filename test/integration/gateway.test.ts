@@ -16,53 +16,24 @@ import { test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { startCluster } from '../harness/cluster.ts';
 import type { LoadSummary } from '../harness/data-path.ts';
-import { createService, createSlice, waitFor } from '../harness/discovery.ts';
+import { waitFor } from '../harness/discovery.ts';
 import { startFaultProxy, type FaultAction } from '../harness/fault-proxy.ts';
-import { GATEWAY_NAMESPACE, gatewayManifest, gatewayPod, type GatewayPod } from '../harness/gateway.ts';
+import {
+  applyGatewayRbac,
+  backendsOf,
+  createScenario,
+  gatewayPod,
+  gatewayStatus,
+  SCENARIO,
+  type GatewayPod,
+} from '../harness/gateway.ts';
 import { requireNetns } from '../harness/netns.ts';
 import { repoRoot, testBinaries } from '../harness/tools.ts';
-import { selfSigned, tlsSecretObject } from '../unit/gateway/tls-certs.ts';
 
-const SERVICES = 4;
-const INGRESSES = 40;
-const ROUTES = INGRESSES * 2;
-const backendsOf = (k: number): string[] => [`10.244.0.${k * 10 + 1}`, `10.244.0.${k * 10 + 2}`];
+const ROUTES = SCENARIO.routes;
 
 const failures = (s: LoadSummary): string =>
   `${s.failed} of ${s.total} failed; first: ${JSON.stringify(s.failures.slice(0, 5))}`;
-
-function ingress(ns: string, i: number): Record<string, unknown> {
-  const backend = (svc: number, port: Record<string, unknown>) => ({ service: { name: `svc-${svc}`, port } });
-  return {
-    apiVersion: 'networking.k8s.io/v1',
-    kind: 'Ingress',
-    metadata: { name: `ing-${i}`, namespace: ns },
-    spec: {
-      ingressClassName: 'outrigger',
-      ...(i === 0 ? { tls: [{ hosts: ['h0.example.com'], secretName: 'h0-tls' }] } : {}),
-      rules: [
-        {
-          host: `h${i}.example.com`,
-          http: {
-            paths: [
-              { path: '/', pathType: 'Prefix', backend: backend(i % SERVICES, { number: 80 }) },
-              { path: '/api', pathType: 'Prefix', backend: backend((i + 1) % SERVICES, { name: 'http' }) },
-            ],
-          },
-        },
-      ],
-    },
-  };
-}
-
-async function gatewayStatus(
-  pod: GatewayPod,
-): Promise<{ routes: number; stale: unknown[]; tlsSecrets: number }> {
-  const r = await pod.admin('/debug/gateway');
-  return r.status === 200
-    ? (JSON.parse(r.body) as { routes: number; stale: unknown[]; tlsSecrets: number })
-    : { routes: -1, stale: [], tlsSecrets: -1 };
-}
 
 /** Polls the route count until stopped; returns the smallest count seen and how many polls. */
 function watchRoutes(pod: GatewayPod): { stop(): Promise<{ min: number; polls: number }> } {
@@ -92,15 +63,7 @@ test('gateway: faults, outage and restart keep every route and certificate; chan
   t.after(() => cluster.stop());
   const admin = cluster.admin;
 
-  // The gateway's namespace, ServiceAccount, RBAC and IngressClass, as shipped.
-  for (const file of [
-    'namespace.yaml',
-    'serviceaccount.yaml',
-    'clusterrole.yaml',
-    'tls-secrets-role.yaml',
-    'ingressclass.yaml',
-  ])
-    for (const obj of gatewayManifest(file)) await admin.apply(obj);
+  await applyGatewayRbac(admin);
 
   await t.test('kubectl apply --dry-run=server -k manifests/gateway and its example', () => {
     const kubectl = testBinaries().kubectl;
@@ -131,39 +94,16 @@ test('gateway: faults, outage and restart keep every route and certificate; chan
     assert.equal(ex.status, 0, ex.out);
   });
 
-  const ns = await admin.createNamespace('gw-app');
-  const certs = { default: selfSigned('default.gateway'), h0: selfSigned('h0.example.com') };
-  await admin.apply(tlsSecretObject(GATEWAY_NAMESPACE, 'outrigger-gateway-default-tls', certs.default));
-  await admin.apply(tlsSecretObject(ns, 'h0-tls', certs.h0));
-  await admin.apply(tlsSecretObject(ns, 'not-served', certs.default));
-  // This namespace grants the gateway its one TLS Secret by name, as manifests/gateway/example does.
-  for (const obj of gatewayManifest('example/tls-role.yaml')) {
-    const o = structuredClone(obj) as {
-      kind: string;
-      metadata: { namespace: string };
-      rules?: { resourceNames: string[] }[];
-    };
-    o.metadata.namespace = ns;
-    if (o.kind === 'Role' && o.rules?.[0]) o.rules[0].resourceNames = ['h0-tls'];
-    await admin.apply(o);
-  }
-  for (let k = 0; k < SERVICES; k++) {
-    await createService(admin, ns, `svc-${k}`);
-    await createSlice(admin, ns, `svc-${k}`, `svc-${k}-a`, backendsOf(k));
-  }
-  for (let i = 0; i < INGRESSES; i++) await admin.apply(ingress(ns, i));
+  const { ns, urls } = await createScenario(admin);
 
   const proxy = await startFaultProxy({ target: cluster });
   t.after(() => proxy.stop());
   const pod = await gatewayPod(cluster, proxy.url);
   t.after(() => pod.close());
-  for (let k = 0; k < SERVICES; k++) for (const a of backendsOf(k)) await pod.startBackend(a);
+  for (let k = 0; k < SCENARIO.services; k++) for (const a of backendsOf(k)) await pod.startBackend(a);
   let gateway = await pod.startGateway();
   t.after(() => gateway.stop('SIGKILL'));
 
-  const urls: string[] = [];
-  for (let i = 0; i < INGRESSES; i++)
-    urls.push(`http://h${i}.example.com/`, `http://h${i}.example.com/api/x`);
   await waitFor(
     'gateway ready with every route',
     async () => (await gatewayStatus(pod)).routes === ROUTES,
