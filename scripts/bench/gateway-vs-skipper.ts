@@ -17,13 +17,15 @@ import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { startCluster } from '../../test/harness/cluster.ts';
-import { startFaultProxy, type FaultAction } from '../../test/harness/fault-proxy.ts';
+import { startFaultProxy } from '../../test/harness/fault-proxy.ts';
 import {
   applyGatewayRbac,
   backendsOf,
   createScenario,
   gatewayPod,
   gatewayStatus,
+  moveH1ToSvc3,
+  relistFaults,
   SCENARIO,
   type GatewayPod,
 } from '../../test/harness/gateway.ts';
@@ -132,21 +134,9 @@ async function main(): Promise<void> {
 
     // 1. Faults on relists, both under the same traffic at the same time.
     log('faults');
-    const lists = /\/(ingresses|services|endpointslices)(\?(?!.*watch=)|$)/;
     const load = (port: number, ms: number) => p.load(20, ms, urls, port);
     const faultTraffic = [load(GATEWAY_PORT, 14_000), load(SKIPPER_PORT, 14_000)] as const;
-    for (const action of [500, 'reset', 'stall'] as FaultAction[]) {
-      proxy.rules.length = 0;
-      proxy.rules.push(
-        { match: lists, action },
-        { match: /watch=(true|1)/, action: 'gone-event', remaining: 20 },
-      );
-      proxy.dropWatches();
-      await delay(3_500);
-      proxy.releaseStalls();
-    }
-    proxy.rules.length = 0;
-    proxy.releaseStalls();
+    await relistFaults(proxy);
     const [gf, sf] = await Promise.all(faultTraffic);
     rows.push({
       phase: 'failed requests during faulty relists',
@@ -196,24 +186,7 @@ async function main(): Promise<void> {
     log('API back');
     await cluster.apiserverStart();
     const back = Date.now();
-    await cluster.admin.patch('Ingress', 'ing-1', ns, {
-      spec: {
-        rules: [
-          {
-            host: 'h1.example.com',
-            http: {
-              paths: [
-                {
-                  path: '/',
-                  pathType: 'Prefix',
-                  backend: { service: { name: 'svc-3', port: { number: 80 } } },
-                },
-              ],
-            },
-          },
-        ],
-      },
-    });
+    await moveH1ToSvc3(cluster.admin, ns);
     const appliedAfter = async (port: number): Promise<string> => {
       while (Date.now() - back < 60_000) {
         if (backendsOf(3).includes((await p.get('http://h1.example.com/', port)).body))

@@ -7,10 +7,12 @@ import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import { parseAllDocuments } from 'yaml';
 import { selfSigned, tlsSecretObject } from '../unit/gateway/tls-certs.ts';
 import type { TestCluster } from './cluster.ts';
 import type { LoadSummary } from './data-path.ts';
+import type { FaultAction, FaultProxy } from './fault-proxy.ts';
 import { createService, createSlice } from './discovery.ts';
 import type { KubeAdmin } from './kube.ts';
 import { bridgeIntoNetns, createNetns, waitForPort, type Bridge, type Netns } from './netns.ts';
@@ -271,4 +273,37 @@ export async function gatewayStatus(
   return r.status === 200
     ? (JSON.parse(r.body) as { routes: number; stale: unknown[]; tlsSecrets: number })
     : { routes: -1, stale: [], tlsSecrets: -1 };
+}
+
+/** The scenario's one change: h1.example.com's `/` moves from svc-1 to svc-3. */
+export async function moveH1ToSvc3(admin: KubeAdmin, ns: string): Promise<void> {
+  const path = {
+    path: '/',
+    pathType: 'Prefix',
+    backend: { service: { name: 'svc-3', port: { number: 80 } } },
+  };
+  await admin.patch('Ingress', 'ing-1', ns, {
+    spec: { rules: [{ host: 'h1.example.com', http: { paths: [path] } }] },
+  });
+}
+
+/**
+ * The Skipper failure's conditions, ~10.5 s: every watch cut and answered with a 410 event (so
+ * everything relists) while the Ingress, Service and EndpointSlice lists fail with 500, then
+ * resets, then stalls (3.5 s each). Leaves the proxy without rules.
+ */
+export async function relistFaults(proxy: FaultProxy): Promise<void> {
+  const lists = /\/(ingresses|services|endpointslices)(\?(?!.*watch=)|$)/;
+  for (const action of [500, 'reset', 'stall'] as FaultAction[]) {
+    proxy.rules.length = 0;
+    proxy.rules.push(
+      { match: lists, action },
+      { match: /watch=(true|1)/, action: 'gone-event', remaining: 20 },
+    );
+    proxy.dropWatches();
+    await delay(3_500);
+    proxy.releaseStalls();
+  }
+  proxy.rules.length = 0;
+  proxy.releaseStalls();
 }

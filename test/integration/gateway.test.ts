@@ -17,13 +17,15 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { startCluster } from '../harness/cluster.ts';
 import type { LoadSummary } from '../harness/data-path.ts';
 import { waitFor } from '../harness/discovery.ts';
-import { startFaultProxy, type FaultAction } from '../harness/fault-proxy.ts';
+import { startFaultProxy } from '../harness/fault-proxy.ts';
 import {
   applyGatewayRbac,
   backendsOf,
   createScenario,
   gatewayPod,
   gatewayStatus,
+  moveH1ToSvc3,
+  relistFaults,
   SCENARIO,
   type GatewayPod,
 } from '../harness/gateway.ts';
@@ -120,19 +122,9 @@ test('gateway: faults, outage and restart keep every route and certificate; chan
   await t.test(
     '500s, resets and stalls on relists forced by 410s: no rule removed, no request failed',
     async () => {
-      const lists = /\/(ingresses|services|endpointslices)\?(?!.*watch=)/;
-      const watches = /watch=(true|1)/;
       const routes = watchRoutes(pod);
       const traffic = pod.load(20, 14_000, urls);
-      for (const action of [500, 'reset', 'stall'] as FaultAction[]) {
-        proxy.rules.length = 0;
-        proxy.rules.push({ match: lists, action }, { match: watches, action: 'gone-event', remaining: 20 });
-        proxy.dropWatches();
-        await delay(3_500);
-        proxy.releaseStalls();
-      }
-      proxy.rules.length = 0;
-      proxy.releaseStalls();
+      await relistFaults(proxy);
       const summary = await traffic;
       const seen = await routes.stop();
       t.diagnostic(
@@ -181,24 +173,7 @@ test('gateway: faults, outage and restart keep every route and certificate; chan
   await t.test('API server back: an Ingress change is applied', async () => {
     await cluster.apiserverStart();
     const back = Date.now();
-    await admin.patch('Ingress', 'ing-1', ns, {
-      spec: {
-        rules: [
-          {
-            host: 'h1.example.com',
-            http: {
-              paths: [
-                {
-                  path: '/',
-                  pathType: 'Prefix',
-                  backend: { service: { name: 'svc-3', port: { number: 80 } } },
-                },
-              ],
-            },
-          },
-        ],
-      },
-    });
+    await moveH1ToSvc3(admin, ns);
     const patched = Date.now();
     const applied = await waitFor(
       'the change served',
