@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { compiledBuild, sourcesBuild, type BenchBuild } from './build.ts';
 import { closedLoop, fixedRate, type FixedRateResult, type Percentiles } from './loadgen.ts';
+import { gatewayTargets } from './gateway-targets.ts';
 import { outriggerTargets } from './outrigger.ts';
 
 const args = process.argv.slice(2);
@@ -403,6 +404,7 @@ async function main(): Promise<void> {
   const targets = [
     ...peerTargets(build),
     ...(await outriggerTargets({ dir, backendPort: BACKEND_PORT, launch, main: build.main })),
+    ...gatewayTargets({ dir, backendPort: BACKEND_PORT, launch, main: build.main }),
   ];
   const chosen = targets.filter((t) => !only || only.includes(t.name));
   const runs = new Map<string, Row[]>();
