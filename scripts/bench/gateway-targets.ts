@@ -6,11 +6,12 @@
 // - Skipper v0.23.0 with one static route (`-routes-file`), GOMAXPROCS=1, access log off.
 import type { ChildProcess } from 'node:child_process';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import { httpGet } from '../../test/harness/http-get.ts';
+import { selfSignedFor } from '../../test/harness/tls-certs.ts';
 import { writeTokenDir } from '../../test/harness/token-dir.ts';
 import type { BenchTarget } from './run.ts';
 
@@ -82,30 +83,9 @@ function collections(backendPort: number): Record<string, unknown[]> {
 
 /** A loopback HTTPS stand-in for the API server: lists answer at once, watches stay open and silent. */
 function standInApi(env: GatewayBenchEnv): { caPem: string } {
-  const cert = path.join(env.dir, 'api.crt');
-  const key = path.join(env.dir, 'api.key');
-  const r = spawnSync('openssl', [
-    'req',
-    '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:P-256',
-    '-nodes',
-    '-days',
-    '1',
-    '-subj',
-    '/CN=127.0.0.1',
-    '-addext',
-    'subjectAltName=IP:127.0.0.1',
-    '-keyout',
-    key,
-    '-out',
-    cert,
-  ]);
-  if (r.status !== 0) throw new Error('bench: openssl is needed for the gateway rows');
+  const pem = selfSignedFor('127.0.0.1', ['IP:127.0.0.1']);
   const items = collections(env.backendPort);
-  const server = https.createServer({ cert: readFileSync(cert), key: readFileSync(key) }, (req, res) => {
+  const server = https.createServer({ cert: pem.cert, key: pem.key }, (req, res) => {
     const url = new URL(req.url ?? '/', 'https://127.0.0.1');
     const list = items[url.pathname];
     if (!list)
@@ -118,7 +98,7 @@ function standInApi(env: GatewayBenchEnv): { caPem: string } {
   });
   server.listen(PORTS.api, '127.0.0.1');
   process.once('exit', () => server.close());
-  return { caPem: readFileSync(cert, 'utf8') };
+  return { caPem: pem.cert };
 }
 
 async function readyz(port: number): Promise<void> {

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { parseAllDocuments } from 'yaml';
-import { selfSigned, tlsSecretObject } from '../unit/gateway/tls-certs.ts';
+import { selfSigned, tlsSecretObject } from './tls-certs.ts';
 import type { TestCluster } from './cluster.ts';
 import type { LoadSummary } from './data-path.ts';
 import type { FaultAction, FaultProxy } from './fault-proxy.ts';

@@ -13,7 +13,7 @@ import { loadGatewayConfig } from '../../../src/gateway/options.ts';
 import type { HopObserver, HopStart } from '../../../src/proxy/observer.ts';
 import { memoryLogger } from '../../../src/shared/log.ts';
 import { rawIngress } from './ingress-fixtures.ts';
-import { selfSigned, tlsSecretObject } from './tls-certs.ts';
+import { selfSigned, tlsSecretObject } from '../../harness/tls-certs.ts';
 
 type Obj = Parameters<FakeKubeApi['put']>[1];
 const api = new FakeKubeApi();

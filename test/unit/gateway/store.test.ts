@@ -9,7 +9,7 @@ import { createGatewayStore, type GatewayStore } from '../../../src/gateway/stor
 import { FakeClock } from '../../../src/shared/fake-clock.ts';
 import { memoryLogger } from '../../../src/shared/log.ts';
 import { rawIngress } from './ingress-fixtures.ts';
-import { selfSigned, tlsSecretObject } from './tls-certs.ts';
+import { selfSigned, tlsSecretObject } from '../../harness/tls-certs.ts';
 
 const ING = '/apis/networking.k8s.io/v1/ingresses';
 const CLS = '/apis/networking.k8s.io/v1/ingressclasses';

@@ -10,7 +10,7 @@ import { defaultLimits } from '../../../src/proxy/server.ts';
 import { systemClock } from '../../../src/shared/clock.ts';
 import { memoryLogger } from '../../../src/shared/log.ts';
 import { ingress } from './ingress-fixtures.ts';
-import { selfSigned, tlsSecretObject } from './tls-certs.ts';
+import { selfSigned, tlsSecretObject } from '../../harness/tls-certs.ts';
 
 const pems = {
   a: selfSigned('a.example.com'),

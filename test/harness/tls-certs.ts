@@ -5,6 +5,14 @@ import { join } from 'node:path';
 
 /** A self-signed P-256 certificate for the given DNS names (first one is the CN), made by openssl. */
 export function selfSigned(...names: string[]): { cert: string; key: string } {
+  return selfSignedFor(
+    names[0] ?? 'default',
+    names.map((n) => `DNS:${n}`),
+  );
+}
+
+/** A self-signed P-256 certificate with this CN and subjectAltName entries (DNS:..., IP:...). */
+export function selfSignedFor(cn: string, sans: string[]): { cert: string; key: string } {
   const dir = mkdtempSync(join(tmpdir(), 'gw-cert-'));
   try {
     const r = spawnSync(
@@ -20,9 +28,9 @@ export function selfSigned(...names: string[]): { cert: string; key: string } {
         '-days',
         '2',
         '-subj',
-        `/CN=${names[0] ?? 'default'}`,
+        `/CN=${cn}`,
         '-addext',
-        `subjectAltName=${names.map((n) => `DNS:${n}`).join(',')}`,
+        `subjectAltName=${sans.join(',')}`,
         '-keyout',
         join(dir, 'k.pem'),
         '-out',
