@@ -23,7 +23,10 @@ import { Forwarder } from '../proxy/forward.ts';
 import { metricsObserver } from '../proxy/metrics-observer.ts';
 import { combineObservers, type HopObserver } from '../proxy/observer.ts';
 import { defaultLimits, type ServerLimits } from '../proxy/server.ts';
+import type { Ingress } from '../gateway/objects.ts';
+import { StatusPublisher } from '../gateway/status.ts';
 import { systemClock, systemRandom, type Clock, type Random } from '../shared/clock.ts';
+import { OutriggerError } from '../shared/errors.ts';
 import { createLogger, type Logger, type LogLevel } from '../shared/log.ts';
 
 /** Attempts per request: the first plus two retries, as the sidecar (Istio's default policy). */
@@ -145,6 +148,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     clock,
     onRejected: (code, status) => metrics.rejected('gateway', status, code),
   });
+  const status = statusPublisher(config, deps.api, clock, log, () => store.served());
   const storeSnapshot = snapshot('gateway.snap');
   const store = await createGatewayStore({
     api: deps.api,
@@ -160,6 +164,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
       ? { snapshotDebounceMs: deps.tuning.snapshotDebounceMs }
       : {}),
     onTable: (table, secrets) => {
+      status?.schedule();
       certs.update(table, secrets, config.defaultCertificate);
       listeners.refreshDefaultCertificate();
       // Every backend is watched from the start: the first request does not wait for discovery,
@@ -221,6 +226,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     },
   });
   const closeAll = async (): Promise<void> => {
+    status?.close();
     listeners.close();
     agents.destroy();
     await Promise.allSettled([admin.close(), store.close(), resolver.close()]);
@@ -245,6 +251,30 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     },
     close: closeAll,
   };
+}
+
+/** --publish-status-address: the publisher, or undefined when the flag is empty. */
+function statusPublisher(
+  config: GatewayConfig,
+  api: KubeApi,
+  clock: Clock,
+  log: Logger,
+  served: () => Ingress[],
+): StatusPublisher | undefined {
+  if (config.publishStatusAddress.length === 0) return undefined;
+  const mergePatch = api.mergePatch?.bind(api);
+  if (!mergePatch)
+    throw new OutriggerError(
+      'config_invalid',
+      '--publish-status-address needs an API connection that can write',
+    );
+  return new StatusPublisher({
+    api: { mergePatch },
+    addresses: config.publishStatusAddress,
+    served,
+    clock,
+    logger: log.child({ component: 'gateway-status' }),
+  });
 }
 
 /** `outrigger gateway`: the process around startGateway. */

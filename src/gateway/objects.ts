@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 /**
  * The slice of networking.k8s.io/v1 Ingress and IngressClass objects, and of kubernetes.io/tls
  * Secrets, that the gateway keeps. Objects are slimmed the moment they arrive (managedFields,
@@ -46,6 +47,8 @@ export interface Ingress {
     rules: IngressRule[];
     tls: IngressTLS[];
   };
+  /** status.loadBalancer.ingress as written: each entry's ip or hostname. */
+  status?: { addresses: string[] };
 }
 
 export interface IngressClass {
@@ -145,6 +148,10 @@ export function slimIngress(raw: unknown, namespace?: string): Ingress {
   });
   const defaultBackend = slimBackend(s.defaultBackend);
   const className = str(s.ingressClassName);
+  const addresses = arr(obj(obj(o.status).loadBalancer).ingress).flatMap((e) => {
+    const a = str(obj(e).ip) ?? str(obj(e).hostname);
+    return a ? [a] : [];
+  });
   return {
     kind: 'Ingress',
     metadata: slimMeta(o.metadata, namespace),
@@ -154,6 +161,7 @@ export function slimIngress(raw: unknown, namespace?: string): Ingress {
       rules,
       tls,
     },
+    ...(addresses.length > 0 ? { status: { addresses } } : {}),
   };
 }
 
@@ -216,5 +224,13 @@ export function ingressToApi(ing: Ingress): Record<string, unknown> {
       })),
       tls: s.tls,
     },
+    ...(ing.status
+      ? { status: { loadBalancer: { ingress: loadBalancerIngress(ing.status.addresses) } } }
+      : {}),
   };
+}
+
+/** status.loadBalancer.ingress entries for addresses: an IP as `ip`, anything else as `hostname`. */
+export function loadBalancerIngress(addresses: readonly string[]): ({ ip: string } | { hostname: string })[] {
+  return addresses.map((a) => (isIP(a) ? { ip: a } : { hostname: a }));
 }

@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { options as sidecar, type OptionSpec } from '../config/options.ts';
 import * as p from '../config/parse.ts';
 import { parseValue } from '../config/parse.ts';
@@ -28,6 +29,19 @@ const namespacedName = {
     const v = raw.trim();
     if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?\/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$/.test(v)) throw new p.ValueError();
     return v;
+  },
+};
+
+const DNS_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const addressList = {
+  allowed: 'comma-separated IP addresses or DNS names, such as 192.0.2.10,lb.example.com',
+  parse(raw: string): string[] {
+    if (raw.trim() === '') return [];
+    return raw.split(',').map((part) => {
+      const v = part.trim().toLowerCase();
+      if (isIP(v) === 0 && !DNS_NAME.test(v)) throw new p.ValueError();
+      return v;
+    });
   },
 };
 
@@ -94,6 +108,14 @@ export const gatewayOptions = {
     default: undefined,
     describe:
       'directory for the last-known-good snapshots (routes, Services, TLS keys: use an in-memory emptyDir); off when unset',
+  }),
+  publishStatusAddress: opt<string[]>({
+    flag: '--publish-status-address <addresses>',
+    env: 'OUTRIGGER_GATEWAY_PUBLISH_STATUS_ADDRESS',
+    parser: addressList,
+    default: [],
+    describe:
+      'IPs or hostnames written to status.loadBalancer of every served Ingress (needs patch on ingresses/status); off when empty',
   }),
   maxWatches: shared(sidecar.maxWatches, { default: 5_000 }),
   zone: shared(sidecar.zone),

@@ -93,6 +93,7 @@ export class GatewayStore {
   readonly #secrets = new Map<string, Watched<TlsSecret>>();
   readonly #writer: SnapshotWriter | undefined;
   #table = new RouteTable([]);
+  #served: Ingress[] = [];
   #fromSnapshot = false;
   #rebuildQueued = false;
   #closed = false;
@@ -135,6 +136,11 @@ export class GatewayStore {
   /** The current table: swapped whole, so a request sees one table from start to end. */
   table(): RouteTable {
     return this.#table;
+  }
+
+  /** The Ingresses the current table was built from (ours by class). */
+  served(): Ingress[] {
+    return this.#served;
   }
 
   secrets(): Map<string, TlsSecret> {
@@ -280,6 +286,7 @@ export class GatewayStore {
       this.#o.classPolicy,
     );
     const table = new RouteTable(served);
+    this.#served = served;
     this.#syncSecretWatches(table);
     const before = this.#table;
     this.#table = table;

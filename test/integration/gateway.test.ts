@@ -23,6 +23,7 @@ import {
   backendsOf,
   createScenario,
   gatewayPod,
+  gatewayManifest,
   gatewayStatus,
   moveH1ToSvc3,
   relistFaults,
@@ -103,7 +104,8 @@ test('gateway: faults, outage and restart keep every route and certificate; chan
   const pod = await gatewayPod(cluster, proxy.url);
   t.after(() => pod.close());
   for (let k = 0; k < SCENARIO.services; k++) for (const a of backendsOf(k)) await pod.startBackend(a);
-  let gateway = await pod.startGateway();
+  for (const obj of gatewayManifest('status-rbac.yaml')) await admin.apply(obj);
+  let gateway = await pod.startGateway(['--publish-status-address', '192.0.2.10']);
   t.after(() => gateway.stop('SIGKILL'));
 
   await waitFor(
@@ -111,6 +113,15 @@ test('gateway: faults, outage and restart keep every route and certificate; chan
     async () => (await gatewayStatus(pod)).routes === ROUTES,
     30_000,
   );
+  // --publish-status-address, with the optional RBAC of manifests/gateway/status-rbac.yaml.
+  const published = async (name: string): Promise<unknown> =>
+    (await admin.get<{ status?: { loadBalancer?: { ingress?: unknown } } }>('Ingress', name, ns)).status
+      ?.loadBalancer?.ingress;
+  await waitFor(
+    'status.loadBalancer published',
+    async () => JSON.stringify(await published(`ing-${SCENARIO.ingresses - 1}`)) === '[{"ip":"192.0.2.10"}]',
+  );
+  assert.deepEqual(await published('ing-0'), [{ ip: '192.0.2.10' }]);
   const first = await pod.get('http://h1.example.com/api/x');
   assert.equal(first.status, 200, JSON.stringify(first));
   assert.ok(backendsOf(2).includes(first.body), first.body);
