@@ -6,11 +6,14 @@ import { createServer, request, type IncomingHttpHeaders, type Server } from 'no
 import { request as httpsRequest } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
+import { SpanKind } from '@opentelemetry/api';
+import { InMemorySpanExporter } from '@opentelemetry/sdk-trace';
 import { startGateway, type Gateway } from '../../../src/compose/gateway.ts';
 import { FakeKubeApi } from '../../../src/discovery/kube/fake-api.ts';
 import { CONTROLLER } from '../../../src/gateway/classes.ts';
 import { loadGatewayConfig } from '../../../src/gateway/options.ts';
-import type { HopObserver, HopStart } from '../../../src/proxy/observer.ts';
+import { combineObservers, type HopObserver, type HopStart } from '../../../src/proxy/observer.ts';
+import { createTracing, type Tracing } from '../../../src/tracing/index.ts';
 import { memoryLogger } from '../../../src/shared/log.ts';
 import { rawIngress } from './ingress-fixtures.ts';
 import { selfSigned, tlsSecretObject } from '../../harness/tls-certs.ts';
@@ -20,6 +23,8 @@ const api = new FakeKubeApi();
 const put = (path: string, o: unknown): void => api.put(path, o as Obj);
 const backends: Server[] = [];
 let gateway: Gateway;
+const spans = new InMemorySpanExporter();
+let tracing: Tracing;
 const hops: { start: HopStart; service?: string; status?: number; error?: string }[] = [];
 const pem = selfSigned('shop.example.com');
 
@@ -28,6 +33,7 @@ async function backend(name: string): Promise<number> {
   const s = createServer((req, res) => {
     req.resume();
     const h: IncomingHttpHeaders = req.headers;
+    res.setHeader('x-seen-traceparent', String(h.traceparent ?? ''));
     res.end(
       `${name} ${req.method} ${req.url} ${String(h['x-forwarded-proto'])} ${String(h['x-forwarded-host'])}`,
     );
@@ -133,6 +139,13 @@ before(async () => {
       };
     },
   };
+  tracing = createTracing({
+    endpoint: undefined,
+    exporter: spans,
+    sampling: 1,
+    pod: { name: 'outrigger-gateway-5d8f9-abcde', namespace: 'outrigger-gateway' },
+    logger: memoryLogger('warn'),
+  });
   const config = loadGatewayConfig({
     flags: {
       httpPort: '1',
@@ -144,7 +157,12 @@ before(async () => {
   });
   gateway = await startGateway(
     { ...config, httpPort: 0, httpsPort: 0, adminPort: 0 },
-    { api, log: memoryLogger('warn'), observer, tuning: { discoveryWaitMs: 2_000 } },
+    {
+      api,
+      log: memoryLogger('warn'),
+      observer: combineObservers(observer, tracing.observer),
+      tuning: { discoveryWaitMs: 2_000 },
+    },
   );
   // Backends are subscribed from the table; let the fake API answer.
   for (let i = 0; i < 50 && gateway.resolver.status().subscriptions < 5; i++)
@@ -153,6 +171,7 @@ before(async () => {
 
 after(async () => {
   await gateway.close();
+  await tracing.shutdown();
   for (const b of backends) b.close();
 });
 
@@ -160,9 +179,10 @@ function get(
   host: string,
   path: string,
   port = gateway.ports().http,
-): Promise<{ status: number; body: string; error: string | undefined }> {
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: string; error: string | undefined; upstreamTraceparent: string }> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, headers: { host } }, (res) => {
+    const req = request({ host: '127.0.0.1', port, path, headers: { host, ...headers } }, (res) => {
       let body = '';
       res.on('data', (c: Buffer) => (body += c.toString()));
       res.on('end', () =>
@@ -170,6 +190,7 @@ function get(
           status: res.statusCode ?? 0,
           body,
           error: res.headers['x-outrigger-error'] as string | undefined,
+          upstreamTraceparent: String(res.headers['x-seen-traceparent'] ?? ''),
         }),
       );
     });
@@ -271,4 +292,22 @@ test('each request is one SERVER-side (ingress) hop with its Service; metrics co
     /outrigger_requests_total\{direction="gateway",service="shop\/api",status="200",error=""\} \d+/,
   );
   assert.match(text, /outrigger_gateway_routes 6/);
+});
+
+test("one SERVER span per request continues the caller's trace and is propagated to the backend", async () => {
+  await tracing.flush();
+  spans.reset();
+  const trace = '4bf92f3577b34da6a3ce929d0e0e4736';
+  const r = await get('shop.example.com', '/api/traced', gateway.ports().http, {
+    traceparent: `00-${trace}-00f067aa0ba902b7-01`,
+  });
+  assert.equal(r.status, 200);
+  await tracing.flush();
+  const finished = spans.getFinishedSpans();
+  assert.equal(finished.length, 1);
+  const span = finished[0];
+  assert.equal(span?.kind, SpanKind.SERVER);
+  assert.equal(span?.spanContext().traceId, trace);
+  assert.equal(span?.attributes['outrigger.service'], 'shop/api');
+  assert.match(r.upstreamTraceparent, new RegExp(`^00-${trace}-${span?.spanContext().spanId}-01$`));
 });
