@@ -95,6 +95,7 @@ export class GatewayStore {
   #table = new RouteTable([]);
   #served: Ingress[] = [];
   #fromSnapshot = false;
+  #stale = false;
   #rebuildQueued = false;
   #closed = false;
 
@@ -157,8 +158,15 @@ export class GatewayStore {
     return this.#fromSnapshot || (this.#ingresses.set.listed && this.#classes.set.listed);
   }
 
-  /** Stale when any collection the table depends on is failing or not yet confirmed. */
+  /**
+   * Stale when any collection the table depends on is failing or not yet confirmed. Read per
+   * request, so it is computed when the collections change (a failure or a recovery is a change).
+   */
   stale(): boolean {
+    return this.#stale;
+  }
+
+  #computeStale(): boolean {
     if (this.#ingresses.set.failure || this.#classes.set.failure) return true;
     for (const w of this.#secrets.values()) if (w.set.failure) return true;
     return false;
@@ -288,6 +296,7 @@ export class GatewayStore {
     const table = new RouteTable(served);
     this.#served = served;
     this.#syncSecretWatches(table);
+    this.#stale = this.#computeStale();
     const before = this.#table;
     this.#table = table;
     if (before.routes !== table.routes || before.ingresses !== table.ingresses)
