@@ -8,7 +8,7 @@
 // Skipper (v0.23.0, built from its Go module) reads the API through `kubectl proxy`, as its docs
 // show for out-of-cluster runs; the gateway with its own ServiceAccount token and RBAC.
 //
-//   node scripts/bench/gateway-vs-skipper.ts [--skipper PATH]
+//   node scripts/bench/gateway-vs-skipper.ts [--skipper PATH] [--outage-seconds 8]
 // Prints a Markdown table. A script, not a test: Skipper's behaviour is reported, not asserted.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -34,6 +34,7 @@ import { testBinaries } from '../../test/harness/tools.ts';
 
 const { values } = parseArgs({
   options: {
+    'outage-seconds': { type: 'string', default: '8' },
     skipper: {
       type: 'string',
       default: path.join(homedir(), '.cache/outrigger-testbins/bin/skipper-v0.23.0-go1.26.8/skipper'),
@@ -43,6 +44,7 @@ const { values } = parseArgs({
 const skipperBin = values.skipper ?? '';
 if (!existsSync(skipperBin)) throw new Error(`no Skipper binary at ${skipperBin} (--skipper PATH)`);
 const kubectl = testBinaries().kubectl;
+const OUTAGE_MS = Math.min(600, Math.max(1, Number(values['outage-seconds']))) * 1000;
 
 const SKIPPER_PORT = 19090;
 const KUBECTL_PROXY_IN_POD = 18001;
@@ -153,9 +155,9 @@ async function main(): Promise<void> {
     // 2. API server stopped.
     log('outage');
     await cluster.apiserverStop();
-    const [go, so] = await Promise.all([load(GATEWAY_PORT, 8_000), load(SKIPPER_PORT, 8_000)]);
+    const [go, so] = await Promise.all([load(GATEWAY_PORT, OUTAGE_MS), load(SKIPPER_PORT, OUTAGE_MS)]);
     rows.push({
-      phase: 'failed requests, API server stopped',
+      phase: `failed requests, API server stopped (${OUTAGE_MS / 1000} s of traffic)`,
       gateway: `${go.failed} / ${go.total}`,
       skipper: `${so.failed} / ${so.total}`,
     });
