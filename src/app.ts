@@ -21,6 +21,7 @@ import { EgressHandler } from './proxy/egress.ts';
 import { Forwarder } from './proxy/forward.ts';
 import { IngressHandler } from './proxy/ingress.ts';
 import { metricsObserver } from './proxy/metrics-observer.ts';
+import { podAddressCheck } from './proxy/pod-addresses.ts';
 import { combineObservers, type HopObserver } from './proxy/observer.ts';
 import { defaultLimits, type ServerLimits } from './proxy/server.ts';
 import { Sidecar } from './proxy/sidecar.ts';
@@ -61,6 +62,8 @@ export interface DataPathDeps {
   zone?: string;
   /** This pod's IP (downward API): an app bound to it alone is still "running" during a drain. */
   podIP?: string;
+  /** Which addresses are this pod's (transparent ingress); default: podIP and the interfaces. */
+  isPodAddress?: (address: string) => boolean;
   originalDestination?: OriginalDestination;
   limits?: Partial<ServerLimits>;
   /** Listener addresses; the defaults are DESIGN.md's (egress on loopback only). */
@@ -113,8 +116,11 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     clock,
     connectTimeoutMs: config.connectTimeoutMs,
     responseTimeoutMs: config.requestTimeoutMs,
+    idleTimeoutMs: config.idleTimeoutMs,
   });
   const ownPorts = new Set([config.egressPort, config.ingressPort, config.adminPort]);
+  // Egress may reach the ingress listener (it delivers to the app, never back): a pod calling itself.
+  const egressLoopPorts = new Set([config.egressPort, config.adminPort]);
   const transparent = config.capture === 'transparent';
   const od = transparent ? deps.originalDestination : undefined;
   const egress = new EgressHandler({
@@ -130,7 +136,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       balancers,
       affinity: new AffinityTable(clock),
       egressPolicy: config.egressPolicy as 'allow-all' | 'cluster-only',
-      ownPorts,
+      ownPorts: egressLoopPorts,
       retryStatuses: new Set(config.retryStatuses),
       maxAttempts: MAX_ATTEMPTS,
       onConnectError: (service) => metrics.connectError(service),
@@ -139,6 +145,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     observer,
     log: log.child({ listener: 'egress' }),
     clock,
+    random,
     ...(od ? { originalDestination: od } : {}),
     connectTimeoutMs: config.connectTimeoutMs,
     idleTimeoutMs: config.idleTimeoutMs,
@@ -153,6 +160,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     appHost,
     ownPorts,
     ...(od ? { originalDestination: od } : {}),
+    isPodAddress: deps.isPodAddress ?? podAddressCheck({ podIPs: deps.podIP ? [deps.podIP] : [], clock }),
     connectTimeoutMs: config.connectTimeoutMs,
     idleTimeoutMs: config.idleTimeoutMs,
   });
@@ -165,7 +173,12 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       ...(transparent && !deps.hosts?.egress ? { extraHosts: ['::1'] } : {}),
     },
     ingress: { host: deps.hosts?.ingress ?? '::', port: config.ingressPort, handler: ingress },
-    limits: { ...defaultLimits, keepAliveTimeoutMs: config.idleTimeoutMs, ...deps.limits },
+    limits: {
+      ...defaultLimits,
+      keepAliveTimeoutMs: config.idleTimeoutMs,
+      uploadIdleTimeoutMs: config.idleTimeoutMs,
+      ...deps.limits,
+    },
     sniff: transparent,
     detectTimeoutMs: deps.detectTimeoutMs ?? 1_000,
     ...(od ? { originalDestination: od } : {}),
@@ -214,7 +227,9 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       await sidecar.start();
       await admin.start();
       // With port 0 (tests) the bound ports are known only now; the loop guard must see them.
-      for (const p of Object.values(dataPath.ports())) ownPorts.add(p);
+      const { egress: e, ingress: i, admin: a } = dataPath.ports();
+      for (const p of [e, i, a]) ownPorts.add(p);
+      for (const p of [e, a]) egressLoopPorts.add(p);
     },
     ports: () => ({ ...sidecar.ports(), admin: admin.port() }),
     drain(graceMs) {

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { outriggerVersion } from '../shared/version.ts';
 
 /**
  * The sidecar's Prometheus metrics. Names follow Istio's and Linkerd's shapes (requests by
@@ -37,8 +38,17 @@ export class Metrics {
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
+    // prom-client's names already start with process_ or nodejs_: the prefix is ours alone.
     if (opts.defaultMetrics !== false)
-      collectDefaultMetrics({ register: this.registry, prefix: 'outrigger_process_' });
+      collectDefaultMetrics({ register: this.registry, prefix: 'outrigger_' });
+    // The build-info convention (a constant 1 carrying the version as a label): `outrigger
+    // version --admin URL` reads it, and dashboards can join on it.
+    new Gauge({
+      name: 'outrigger_build_info',
+      help: 'Always 1; the labels carry the Outrigger and Node.js versions',
+      labelNames: ['version', 'node'],
+      registers,
+    }).set({ version: outriggerVersion, node: process.version }, 1);
     this.#requests = new Counter({
       name: 'outrigger_requests_total',
       help: 'Requests and streams proxied, by direction, Service ("" for passthrough), status and proxy error code',

@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 import type { DataPath } from '../app.ts';
 import { loadConfig } from '../config/load.ts';
+import { intRange, parseValue } from '../config/parse.ts';
 import { systemClock } from '../shared/clock.ts';
 import { createLogger } from '../shared/log.ts';
 
@@ -103,7 +104,14 @@ async function metricSum(dp: DataPath, name: string): Promise<number> {
     .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
 }
 
-export async function runDemo(opts: { requests: number; out: (s: string) => void }): Promise<boolean> {
+export interface DemoOptions {
+  requests: number;
+  out: (s: string) => void;
+  /** Resolves when the user is done trying it by hand (--keep-running); the demo stays up until then. */
+  keepRunning?: () => Promise<void>;
+}
+
+export async function runDemo(opts: DemoOptions): Promise<boolean> {
   const out = opts.out;
   // Loaded on use (src/cli/index.ts): every sidecar builds this command, only the demo runs it.
   const [{ createDataPath }, { createFileResolver }] = await Promise.all([
@@ -229,12 +237,17 @@ export async function runDemo(opts: { requests: number; out: (s: string) => void
         `discovery ready=${status.ready}, ${status.services.length} Services, ${status.staleServices} stale; ` +
         `${logs.length} warnings logged`,
     );
-    out(`try it yourself: outrigger proxy --source file:${MANIFEST} --capture explicit --namespace demo`);
     out(
       ok
         ? '\ndemo finished: every route behaved as expected'
         : '\ndemo finished: some routes did NOT behave as expected',
     );
+    if (opts.keepRunning) {
+      out(tryItLines(ports.egress, ports.admin).join('\n'));
+      await opts.keepRunning();
+    } else {
+      out('\nto send your own requests, keep the demo running:  npx outrigger demo --keep-running');
+    }
     return ok;
   } finally {
     await dp?.close();
@@ -246,18 +259,41 @@ export async function runDemo(opts: { requests: number; out: (s: string) => void
   }
 }
 
+/** What to type while --keep-running holds the backends and the sidecar up. */
+function tryItLines(egress: number, admin: number): string[] {
+  return [
+    '',
+    'the demo keeps running: backends and the sidecar stay up until Ctrl-C. Try, in another shell:',
+    `  curl -x http://127.0.0.1:${egress} http://greeter.demo/hello`,
+    `  curl -x http://127.0.0.1:${egress} http://orders.demo/          # 503: no ready endpoint`,
+    `  npx outrigger status --admin 127.0.0.1:${admin}`,
+    `  curl http://127.0.0.1:${admin}/metrics`,
+  ];
+}
+
+const REQUESTS_MAX = 10_000;
+
 export function demoCommand(): Command {
   return new Command('demo')
     .description(
       'the whole data path on one machine, no cluster: backends, the sidecar on the file source, traffic, a table',
     )
-    .option('--requests <n>', 'requests per balanced route', '40')
-    .action(async (flags: { requests: string }) => {
-      const n = Number(flags.requests);
+    .option('--requests <n>', `requests per balanced route, 1 to ${REQUESTS_MAX}`, '40')
+    .option('--keep-running', 'after the table, keep the backends and the sidecar up for your own requests')
+    .action(async (flags: { requests: string; keepRunning?: boolean }) => {
+      const requests = parseValue(intRange(1, REQUESTS_MAX), '--requests', flags.requests, 'flag');
       const ok = await runDemo({
-        requests: Number.isInteger(n) && n > 0 && n <= 10_000 ? n : 40,
+        requests,
         out: (s) => process.stdout.write(s + '\n'),
+        ...(flags.keepRunning ? { keepRunning: untilSignal } : {}),
       });
       process.exitCode = ok ? 0 : 1;
     });
+}
+
+function untilSignal(): Promise<void> {
+  return new Promise((resolve) => {
+    process.once('SIGINT', () => resolve());
+    process.once('SIGTERM', () => resolve());
+  });
 }

@@ -1,5 +1,5 @@
 import { Command, Option } from 'commander';
-import { gatewayOptions, type GatewayOptionName } from '../gateway/options.ts';
+import { gatewayOptions, type GatewayOptionName } from '../config/gateway-options.ts';
 
 /**
  * `outrigger gateway`: the Ingress controller (IngressClass controller outrigger.dev/gateway). Its

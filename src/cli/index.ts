@@ -1,38 +1,82 @@
 import { Command } from 'commander';
+import { unknownEnv } from '../config/load.ts';
+import { createLogger } from '../shared/log.ts';
+import { outriggerVersion } from '../shared/version.ts';
+import { checkCommand } from './check.ts';
 import { injectCommand } from './inject.ts';
+import { installCommand } from './install.ts';
 import { proxyCommand } from './proxy.ts';
 import { demoCommand } from './demo.ts';
 import { gatewayCommand } from './gateway.ts';
 import { statusCommand } from './status.ts';
 import { iptablesCommand } from './iptables.ts';
 import { resolveCommand } from './resolve.ts';
+import { versionCommand } from './version.ts';
 import { webhookCommand } from './webhook.ts';
 
 /**
- * The `outrigger` command tree (DESIGN.md section 1). Each subcommand lives in its own file, which
- * defines its flags and help eagerly and imports what it runs inside its action: every sidecar
- * builds the whole tree, so a module imported at the top of any of these files is resident in
- * every pod (docs/benchmarks.md, "Memory").
+ * The `outrigger` command tree. Each subcommand lives in its own file, which defines its flags and
+ * help eagerly and imports what it runs inside its action: every sidecar builds the whole tree, so
+ * a module imported at the top of any of these files is resident in every pod
+ * (docs/benchmarks.md, "Memory").
+ *
+ * Exit statuses, the same in every command: 0 success; 2 invalid input (an unknown command or
+ * flag, a missing argument, a bad value of a flag, variable or annotation, a malformed manifest,
+ * kubeconfig or certificate: commander's errors and ours); 1 a runtime failure (a file that cannot
+ * be read, a server that cannot be reached or refuses, a system call that fails).
  */
 export function buildCli(): Command {
   const program = new Command('outrigger')
     .description(
       'Outrigger: a per-pod service-mesh sidecar for Kubernetes that keeps routing through API outages.',
     )
-    .version(process.env.npm_package_version ?? '0.1.0')
-    .showHelpAfterError('(run with --help for usage)')
-    .exitOverride((err) => {
-      // commander's own usage errors are configuration errors: exit status 2 like ours.
-      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') process.exit(0);
-      process.exit(err.exitCode === 0 ? 0 : 2);
-    });
-  program.addCommand(demoCommand());
-  program.addCommand(proxyCommand());
-  program.addCommand(statusCommand());
-  program.addCommand(iptablesCommand());
-  program.addCommand(injectCommand());
-  program.addCommand(webhookCommand());
-  program.addCommand(resolveCommand());
-  program.addCommand(gatewayCommand());
+    .version(outriggerVersion)
+    .addHelpText(
+      'after',
+      '\nExit status: 0 success; 2 invalid input (command, flag, value or file content); 1 runtime failure (unreadable file, unreachable server, failed system call).',
+    );
+  for (const cmd of [
+    demoCommand(),
+    proxyCommand(),
+    statusCommand(),
+    iptablesCommand(),
+    injectCommand(),
+    webhookCommand(),
+    resolveCommand(),
+    installCommand(),
+    checkCommand(),
+    versionCommand(),
+    gatewayCommand(),
+  ])
+    program.addCommand(cmd);
+  applyConventions(program);
+  program.hook('preAction', (_root, action) => warnUnknownEnv(action.name()));
   return program;
+}
+
+/** addCommand() copies no settings to subcommands: give each the same error handling. */
+function applyConventions(cmd: Command): void {
+  cmd.showHelpAfterError('(run with --help for usage)').exitOverride((err) => {
+    if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') process.exit(0);
+    // commander's own errors are usage errors: status 2, like an invalid value of ours.
+    process.exit(err.exitCode === 0 ? 0 : 2);
+  });
+  for (const sub of cmd.commands) applyConventions(sub);
+}
+
+/** Long-running commands log JSON lines; the others talk to a person. */
+const LOGGING = new Set(['proxy', 'webhook', 'gateway']);
+
+function warnUnknownEnv(command: string): void {
+  for (const { name, nearest } of unknownEnv(process.env)) {
+    if (LOGGING.has(command))
+      createLogger({ base: { component: 'outrigger' } }).warn('unknown environment variable ignored', {
+        variable: name,
+        nearest,
+      });
+    else
+      process.stderr.write(
+        `outrigger: warning: unknown environment variable ${name} ignored (did you mean ${nearest}?)\n`,
+      );
+  }
 }

@@ -1,8 +1,11 @@
-import { readFile } from 'node:fs/promises';
+import { readFile, readdir, stat } from 'node:fs/promises';
+import { join } from 'node:path';
 import { Command, Option } from 'commander';
 import { injectorSettings } from '../injector/settings.ts';
 import { loadConfig } from '../config/load.ts';
 import { options, type Config, type OptionName } from '../config/options.ts';
+import { OutriggerError, errorMessage, isOutriggerError } from '../shared/errors.ts';
+import { optionHelp } from './common.ts';
 
 /**
  * The options that shape an injected pod, as flags of `outrigger inject` and `outrigger webhook`,
@@ -15,7 +18,7 @@ const shaping = (Object.keys(options) as OptionName[]).filter(
 export function addInjectionOptions(cmd: Command, extra: OptionName[] = []): Command {
   for (const name of [...shaping, ...extra]) {
     const spec = options[name];
-    cmd.addOption(new Option(spec.flag, `${spec.describe} (env ${spec.env})`));
+    cmd.addOption(new Option(spec.flag, optionHelp(spec)));
   }
   return cmd;
 }
@@ -34,6 +37,34 @@ interface InjectFlags extends Record<string, unknown> {
   podSecurity?: string;
 }
 
+const MANIFEST_FILE = /\.(ya?ml|json)$/;
+
+/** -f's arguments as files: '-' is stdin, a directory is its .yaml/.yml/.json files in name order (kubectl -f DIR). */
+async function expandInputs(args: string[]): Promise<string[]> {
+  const files: string[] = [];
+  for (const arg of args) {
+    if (arg === '-') {
+      files.push(arg);
+      continue;
+    }
+    let isDir: boolean;
+    try {
+      isDir = (await stat(arg)).isDirectory();
+    } catch (e) {
+      throw new OutriggerError('source_invalid', `-f ${arg}: cannot read it (${errorMessage(e)})`);
+    }
+    if (!isDir) {
+      files.push(arg);
+      continue;
+    }
+    const inDir = (await readdir(arg)).filter((n) => MANIFEST_FILE.test(n)).sort();
+    if (inDir.length === 0)
+      throw new OutriggerError('source_invalid', `-f ${arg}: the directory has no .yaml, .yml or .json file`);
+    files.push(...inDir.map((n) => join(arg, n)));
+  }
+  return files;
+}
+
 async function readInput(file: string): Promise<string> {
   if (file !== '-') return readFile(file, 'utf8');
   const chunks: Buffer[] = [];
@@ -45,7 +76,7 @@ async function readInput(file: string): Promise<string> {
 export function injectCommand(): Command {
   const cmd = new Command('inject')
     .description('inject the sidecar into the pod templates of Kubernetes manifests (YAML, multi-document)')
-    .requiredOption('-f, --filename <file...>', "manifest files, '-' for stdin")
+    .requiredOption('-f, --filename <file...>', "manifest files or directories of them, '-' for stdin")
     .option('-n, --namespace <ns>', 'namespace of objects that name none', 'default')
     .addOption(
       new Option('--pod-security <level>', 'Pod Security level the target namespace enforces').choices([
@@ -63,14 +94,19 @@ export function injectCommand(): Command {
       ? { 'pod-security.kubernetes.io/enforce': flags.podSecurity }
       : {};
     const outputs: string[] = [];
-    for (const file of flags.filename) {
+    for (const file of await expandInputs(flags.filename)) {
       const text = await readInput(file);
-      const { output, notes } = injectManifests(text, {
-        settings,
-        namespace: flags.namespace,
-        namespaceLabels: labels,
-      });
-      for (const n of notes) process.stderr.write(`${file}: ${n}\n`);
+      const name = file === '-' ? '(stdin)' : file;
+      let result: ReturnType<typeof injectManifests>;
+      try {
+        result = injectManifests(text, { settings, namespace: flags.namespace, namespaceLabels: labels });
+      } catch (e) {
+        if (isOutriggerError(e, 'config_invalid'))
+          throw new OutriggerError('config_invalid', `${name}: ${e.message}`, { cause: e });
+        throw e;
+      }
+      const { output, notes } = result;
+      for (const n of notes) process.stderr.write(`${name}: ${n}\n`);
       outputs.push(output);
     }
     process.stdout.write(outputs.filter((o) => o !== '').join('---\n'));

@@ -1,11 +1,13 @@
 // `outrigger iptables`: what the transparent-capture init container runs. It reads the same
 // option table as the sidecar (flags and OUTRIGGER_* variables), so the ports it redirects to
 // are the ports the proxy listens on.
-import { Command } from 'commander';
+import { Command, Option } from 'commander';
 import { loadConfig } from '../config/load.ts';
 import { options, type OptionName } from '../config/options.ts';
 import { oneOf, parseValue } from '../config/parse.ts';
+import { optionHelp } from './common.ts';
 import type { Family } from '../proxy/capture/iptables.ts';
+import { errorMessage } from '../shared/errors.ts';
 
 const CAPTURE_OPTIONS = [
   'egressPort',
@@ -32,15 +34,16 @@ export function iptablesCommand(): Command {
     )
     .option('--dry-run', 'print the iptables-restore input instead of applying it')
     .option('--no-ipv6', 'leave ip6tables alone (default: applied when the kernel has IPv6)')
-    .option(
-      '--iptables-mode <mode>',
-      'plain (iptables-restore as installed), nft or legacy (iptables-nft-/iptables-legacy-restore)',
-      'plain',
+    .addOption(
+      new Option(
+        '--iptables-mode <mode>',
+        'plain (iptables-restore as installed), nft or legacy (iptables-nft-/iptables-legacy-restore)',
+      )
+        .choices(['plain', 'nft', 'legacy'])
+        .default('plain'),
     );
   for (const name of CAPTURE_OPTIONS) {
-    const spec = options[name];
-    const shown = Array.isArray(spec.default) ? spec.default.join(',') || 'none' : String(spec.default);
-    cmd.option(spec.flag, `${spec.describe} (env ${spec.env}; default ${shown})`);
+    cmd.option(options[name].flag, optionHelp(options[name]));
   }
   return cmd.action((flags: Flags) => run(flags));
 }
@@ -60,7 +63,15 @@ async function run(flags: Flags): Promise<void> {
     for (const family of families) process.stdout.write(renderRules(spec, family));
     return;
   }
-  applyCapture(spec, { families, mode });
+  try {
+    applyCapture(spec, { families, mode });
+  } catch (e) {
+    throw new Error(
+      `${errorMessage(e)}\nLoading the rules needs iptables-restore and the NET_ADMIN and NET_RAW capabilities in the pod's network namespace ` +
+        '(the injected init container has them). To see the rules without applying them: outrigger iptables --dry-run',
+      { cause: e },
+    );
+  }
   process.stderr.write(
     `outrigger: capture rules applied (IPv${families.join(' and IPv')}): outbound TCP -> ${spec.egressPort}, inbound TCP -> ${spec.ingressPort} except ${spec.adminPort}\n`,
   );

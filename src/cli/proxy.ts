@@ -1,5 +1,7 @@
 import { Command, Option } from 'commander';
 import { options, type OptionName, type OptionSpec } from '../config/options.ts';
+import { optionHelp } from './common.ts';
+import { explainStartError, proxyPreflight } from './proxy-preflight.ts';
 
 /**
  * `outrigger proxy`: the sidecar. Its flags are generated from the one options table, so --help
@@ -8,29 +10,12 @@ import { options, type OptionName, type OptionSpec } from '../config/options.ts'
  */
 const proxyOptions = (Object.keys(options) as OptionName[]).filter((n) => options[n].scope === 'proxy');
 
-function describe(spec: OptionSpec<unknown>): string {
-  const parts = [spec.describe, `env ${spec.env}`];
-  if (spec.annotation) parts.push(`annotation ${spec.annotation}`);
-  if (spec.live) parts.push('live');
-  const d = spec.default;
-  const shown =
-    d === undefined
-      ? 'unset'
-      : typeof d === 'object' && d !== null && !Array.isArray(d)
-        ? Object.values(d).join(':')
-        : JSON.stringify(d);
-  parts.push(`default ${shown}`);
-  return `${parts[0]} (${parts.slice(1).join('; ')})`;
-}
-
 export function proxyCommand(): Command {
-  const cmd = new Command('proxy').description(
-    'run the sidecar: egress, ingress and admin listeners (DESIGN.md sections 5 and 6)',
-  );
+  const cmd = new Command('proxy').description('run the sidecar: egress, ingress and admin listeners');
   const byAttribute = new Map<string, OptionName>();
   for (const name of proxyOptions) {
     const spec = options[name] as OptionSpec<unknown>;
-    const o = new Option(spec.flag, describe(spec));
+    const o = new Option(spec.flag, optionHelp(spec));
     // Repeatable flags collect every value; the loader joins them with commas.
     if (spec.repeatable) o.argParser((v: string, prev: string[] | undefined) => [...(prev ?? []), v]);
     byAttribute.set(o.attributeName(), name);
@@ -50,6 +35,9 @@ export function proxyCommand(): Command {
     }
     // Loaded on use (src/cli/index.ts): building the command tree for --help loads no data path.
     const { runProxy } = await import('../app.ts');
-    await runProxy({ flags, env: process.env });
+    const checked = proxyPreflight(flags, process.env);
+    await runProxy({ flags: checked, env: process.env }).catch((e: unknown) => {
+      throw explainStartError(e, checked, process.env);
+    });
   });
 }

@@ -1,6 +1,3 @@
-import { existsSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { join } from 'node:path';
 import { Command } from 'commander';
 import { parseValue, source as sourceParser } from '../config/parse.ts';
 import type { Endpoint, Resolution, ServiceInfo, ServicePort } from '../discovery/types.ts';
@@ -8,9 +5,17 @@ import { parseServiceName } from '../routing/authority.ts';
 import { systemClock, systemRandom } from '../shared/clock.ts';
 import { OutriggerError } from '../shared/errors.ts';
 import { createLogger } from '../shared/log.ts';
+import {
+  KUBECONFIG_HELP,
+  addOutputOptions,
+  defaultKubeconfig,
+  requireReadableFile,
+  wantsJson,
+} from './common.ts';
 
 interface ResolveFlags {
   json?: boolean;
+  output?: string;
   kubeconfig?: string;
   namespace?: string;
   source?: string;
@@ -33,13 +38,6 @@ export function parseTarget(
     );
   }
   return m?.[2] ? { key: parsed.key, port: m[2] } : { key: parsed.key };
-}
-
-function defaultKubeconfig(): string | undefined {
-  const env = process.env.OUTRIGGER_KUBECONFIG ?? process.env.KUBECONFIG?.split(':')[0];
-  if (env) return env;
-  const home = join(homedir(), '.kube', 'config');
-  return existsSync(home) ? home : undefined;
 }
 
 function pickPorts(service: ServiceInfo, port: string | undefined): ServicePort[] {
@@ -98,13 +96,28 @@ async function run(target: string, flags: ResolveFlags): Promise<void> {
   const kubeconfig = flags.kubeconfig ?? defaultKubeconfig();
   if (source.kind === 'kube' && !kubeconfig)
     throw new OutriggerError('config_invalid', 'no kubeconfig: pass --kubeconfig PATH or set KUBECONFIG');
+  if (source.kind === 'file') requireReadableFile('--source', source.path);
+  const json = wantsJson(flags);
   const waitMs = Number(flags.waitMs);
   if (!Number.isInteger(waitMs) || waitMs < 0)
     throw new OutriggerError(
       'config_invalid',
       `--wait-ms ${JSON.stringify(flags.waitMs)}: allowed is a whole number of milliseconds`,
     );
-  const logger = createLogger({ level: 'error' });
+  if (source.kind === 'kube' && kubeconfig) {
+    // Name an unreachable or refusing API server at once instead of waiting for an empty answer.
+    const { openKubeApi, apiVersion } = await import('./kube-api.ts');
+    await apiVersion(await openKubeApi(kubeconfig));
+  }
+  // Discovery's own warnings (a failing list or watch) explain an answer that never came.
+  let lastProblem = '';
+  const logger = createLogger({
+    level: 'warn',
+    write: (line) => {
+      const rec = JSON.parse(line) as { reason?: unknown; msg?: unknown };
+      lastProblem = String(rec.reason ?? rec.msg);
+    },
+  });
   // Loaded on use (src/cli/index.ts): the sidecar builds this command but never runs it.
   const [{ createDiscovery }, { serviceInfoJson }] = await Promise.all([
     import('../discovery/index.ts'),
@@ -122,17 +135,22 @@ async function run(target: string, flags: ResolveFlags): Promise<void> {
     },
     { clock: systemClock, random: systemRandom, logger, env: process.env },
   );
+  // Discovery's timers do not hold a sidecar open; this one holds the CLI open while it waits.
+  const keepAlive = setInterval(() => {}, 1_000);
   try {
     const { key, port } = parseTarget(target, discovery.namespace, flags.clusterDomain);
     const res = await discovery.resolve(key, { waitMs });
     if (res.kind !== 'found') {
-      const why = res.kind === 'absent' ? 'does not exist' : `is unknown (${res.reason})`;
-      if (flags.json)
+      const why =
+        res.kind === 'absent'
+          ? 'does not exist'
+          : `is unknown (${res.reason}${lastProblem ? `; ${lastProblem}` : ''})`;
+      if (json)
         process.stdout.write(JSON.stringify({ service: `${key.namespace}/${key.name}`, ...res }) + '\n');
       throw new OutriggerError('unknown_service', `Service ${key.namespace}/${key.name} ${why}`);
     }
     const ports = pickPorts(res.service, port);
-    if (flags.json) {
+    if (json) {
       const endpoints = Object.fromEntries(
         ports.map((p) => [p.name, res.service.endpoints.get(p.name) ?? []]),
       );
@@ -147,19 +165,20 @@ async function run(target: string, flags: ResolveFlags): Promise<void> {
       process.stdout.write(text(res, ports) + '\n');
     }
   } finally {
+    clearInterval(keepAlive);
     await discovery.close();
   }
 }
 
 export function resolveCommand(): Command {
-  return new Command('resolve')
+  const cmd = new Command('resolve')
     .description('print the endpoints the sidecar would route NAME[:PORT] to, using a kubeconfig')
     .argument(
       '<name[:port]>',
       'svc, svc.ns, svc.ns.svc or svc.ns.svc.cluster.local; PORT is a number or port name',
-    )
-    .option('--json', 'machine-readable output')
-    .option('--kubeconfig <path>', 'kubeconfig (default: $KUBECONFIG, then ~/.kube/config)')
+    );
+  return addOutputOptions(cmd)
+    .option('--kubeconfig <path>', KUBECONFIG_HELP)
     .option(
       '--namespace <ns>',
       "namespace for a short name (default: the kubeconfig context's, else default)",

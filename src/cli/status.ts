@@ -1,10 +1,13 @@
 import { Command } from 'commander';
-import { OutriggerError, errorMessage } from '../shared/errors.ts';
+import { OutriggerError } from '../shared/errors.ts';
+import { ADMIN_DEFAULT, ADMIN_HELP, adminBase, adminGet } from './admin-url.ts';
+import { addOutputOptions, wantsJson } from './common.ts';
 
 /**
  * `outrigger status [--admin URL]`: reads a running sidecar's admin API (/readyz and
  * /debug/discovery, which answer on loopback, so run it in the pod: kubectl exec) and prints its
- * discovery state: readiness, subscriptions, watches and each Service's freshness.
+ * discovery state: readiness, subscriptions, watches and each Service's freshness. Exits 1 when
+ * the sidecar is not ready, so scripts can wait on it.
  */
 interface ServiceLine {
   key: string;
@@ -19,20 +22,30 @@ interface DiscoveryView {
   watches: number;
   staleServices: number;
   services: ServiceLine[];
+  counters?: { apiFailures?: number };
 }
 
-async function getJson(base: string, path: string): Promise<{ status: number; body: unknown }> {
-  const res = await fetch(new URL(path, base), { signal: AbortSignal.timeout(5_000) });
-  const body: unknown = await res.json();
-  return { status: res.status, body };
+interface ReadyView {
+  ready?: boolean;
+  detail?: { draining?: boolean; discovery?: { ready?: boolean } };
 }
 
 const age = (ms: number | undefined, now: number): string =>
   ms === undefined ? '-' : `${Math.max(0, (now - ms) / 1000).toFixed(0)}s ago`;
 
-export function formatStatus(ready: boolean, d: DiscoveryView, now: number): string {
+/** Why /readyz says no, in words a user can act on. */
+export function notReadyReason(ready: ReadyView, d: DiscoveryView): string {
+  if (ready.detail?.draining) return 'the sidecar is draining (shutting down)';
+  const failures = d.counters?.apiFailures ?? 0;
+  if (failures > 0)
+    return `discovery has not synced: ${failures} API request(s) failed so far; the sidecar's log names the error (kubectl logs POD -c outrigger-proxy)`;
+  return 'discovery has not synced yet (no answer from its source so far)';
+}
+
+export function formatStatus(ready: boolean, d: DiscoveryView, now: number, why = ''): string {
   const lines = [
     `ready: ${ready ? 'yes' : 'no'}   subscriptions: ${d.subscriptions}   watches: ${d.watches}   stale services: ${d.staleServices}`,
+    ...(ready ? [] : [`not ready: ${why}`]),
     '',
   ];
   const rows = [['SERVICE', 'ENDPOINTS', 'SOURCE', 'STATE', 'SINCE', 'REASON']];
@@ -60,33 +73,28 @@ export function formatStatus(ready: boolean, d: DiscoveryView, now: number): str
 }
 
 export function statusCommand(): Command {
-  return new Command('status')
-    .description("print a running sidecar's discovery state from its admin API")
-    .option('--admin <url>', 'admin API base URL (loopback: run inside the pod)', 'http://127.0.0.1:7402')
-    .option('--json', 'print the raw /debug/discovery JSON')
-    .action(async (flags: { admin: string; json?: boolean }) => {
-      let ready: { status: number; body: unknown };
-      let discovery: { status: number; body: unknown };
-      try {
-        ready = await getJson(flags.admin, '/readyz');
-        discovery = await getJson(flags.admin, '/debug/discovery');
-      } catch (e) {
-        throw new OutriggerError(
-          'kube_unavailable',
-          `cannot read the admin API at ${flags.admin}: ${errorMessage(e)}`,
-        );
-      }
+  const cmd = new Command('status')
+    .description("print a running sidecar's discovery state from its admin API; exit 1 when it is not ready")
+    .option('--admin <url>', ADMIN_HELP, ADMIN_DEFAULT);
+  return addOutputOptions(cmd, 'print the raw /debug/discovery JSON').action(
+    async (flags: { admin: string; json?: boolean; output?: string }) => {
+      const base = adminBase(flags.admin);
+      const ready = await adminGet(base, '/readyz', 'json');
+      const discovery = await adminGet(base, '/debug/discovery', 'json');
       if (discovery.status !== 200)
         throw new OutriggerError(
           'kube_forbidden',
-          `${flags.admin}/debug/discovery answered ${discovery.status} (it answers on loopback only)`,
+          `${base.origin}/debug/discovery answered ${discovery.status} (it answers on loopback only: kubectl exec into the pod, or kubectl port-forward)`,
         );
-      if (flags.json) {
+      const isReady = ready.status === 200;
+      if (!isReady) process.exitCode = 1;
+      if (wantsJson(flags)) {
         process.stdout.write(JSON.stringify(discovery.body, null, 2) + '\n');
         return;
       }
-      process.stdout.write(
-        formatStatus(ready.status === 200, discovery.body as DiscoveryView, Date.now()) + '\n',
-      );
-    });
+      const d = discovery.body as DiscoveryView;
+      const why = isReady ? '' : notReadyReason(ready.body as ReadyView, d);
+      process.stdout.write(formatStatus(isReady, d, Date.now(), why) + '\n');
+    },
+  );
 }

@@ -4,6 +4,7 @@ import { systemClock } from '../shared/clock.ts';
 import { OutriggerError } from '../shared/errors.ts';
 import { createLogger, type LogLevel } from '../shared/log.ts';
 import { addInjectionOptions, injectionDefaults } from './inject.ts';
+import { checkWebhookTls } from './webhook-tls.ts';
 
 interface WebhookFlags extends Record<string, unknown> {
   listen: string;
@@ -63,6 +64,7 @@ export function webhookCommand(): Command {
         'config_invalid',
         `invalid flag --shutdown-delay-seconds=${JSON.stringify(flags.shutdownDelaySeconds)}: expected an integer from 0 to 300`,
       );
+    checkWebhookTls(flags.tlsCert, flags.tlsKey);
     const log = createLogger({ level: defaults.logLevel as LogLevel, base: { component: 'webhook' } });
     // Loaded on use, so `outrigger proxy` (in every pod) does not carry the webhook.
     const { startWebhookServer } = await import('../injector/server.ts');

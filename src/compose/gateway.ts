@@ -16,7 +16,7 @@ import { createKubeResolver, type KubeResolver, type KubeResolverOptions } from 
 import { Certificates } from '../gateway/certs.ts';
 import { IngressGatewayHandler } from '../gateway/handler.ts';
 import { GatewayListeners } from '../gateway/listeners.ts';
-import { loadGatewayConfig, type GatewayConfig, type GatewayOptionName } from '../gateway/options.ts';
+import { loadGatewayConfig, type GatewayConfig, type GatewayOptionName } from '../config/gateway-options.ts';
 import { createGatewayStore, type GatewayStore, type GatewayStoreOptions } from '../gateway/store.ts';
 import { AgentPool } from '../proxy/agents.ts';
 import { Forwarder } from '../proxy/forward.ts';
@@ -108,6 +108,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     clock,
     connectTimeoutMs: config.connectTimeoutMs,
     responseTimeoutMs: config.requestTimeoutMs,
+    idleTimeoutMs: config.idleTimeoutMs,
   });
   // Gateway hops are counted under their own direction label; tracing sees them as SERVER spans.
   const gatewayMetrics = {
@@ -135,7 +136,6 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     observer,
     log: log.child({ listener: 'gateway' }),
     clock,
-    idleTimeoutMs: config.idleTimeoutMs,
   });
   // Requests reach the store only after start(): the handler reads it lazily.
   const listeners = new GatewayListeners({

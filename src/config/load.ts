@@ -8,6 +8,7 @@ import {
   type OptionSpec,
 } from './options.ts';
 import { parseValue } from './parse.ts';
+import { gatewayOptions } from './gateway-options.ts';
 
 export interface ConfigInputs {
   /** Raw flag values by option name; repeatable flags as arrays. */
@@ -29,7 +30,23 @@ export function loadConfig(inputs: ConfigInputs): Config {
   checkAnnotations(inputs.annotations ?? {});
   const out: Record<string, unknown> = {};
   for (const name of names) out[name] = resolveOne(name, inputs);
+  checkListenerPorts(out as Config);
   return out as Config;
+}
+
+const LISTENERS = ['egressPort', 'ingressPort', 'adminPort'] as const;
+
+/** Two listeners on one port fail only at bind time, naming neither flag: refuse it up front. */
+function checkListenerPorts(config: Config): void {
+  LISTENERS.forEach((a, i) => {
+    const b = LISTENERS.slice(i + 1).find((other) => config[other] === config[a]);
+    if (b === undefined) return;
+    const name = (n: OptionName): string => `${specOf(n).flag.split(' ')[0]} (${specOf(n).env})`;
+    throw new OutriggerError(
+      'config_invalid',
+      `${name(a)} and ${name(b)} are both ${config[a]}: the egress, ingress and admin listeners need three different ports`,
+    );
+  });
 }
 
 function resolveOne(name: OptionName, { flags = {}, env = {}, annotations = {} }: ConfigInputs): unknown {
@@ -75,4 +92,69 @@ export function checkAnnotations(annotations: Record<string, string>): void {
     const raw = annotations[spec.annotation];
     if (raw !== undefined) parseValue(spec.parser, spec.annotation, raw, 'annotation');
   }
+}
+
+/**
+ * OUTRIGGER_* variables that are not options: the pod identity the injector sets from the downward
+ * API, the webhook's own settings, and scripts/test-cluster's. Everything else under the prefix is
+ * a typo.
+ */
+const NON_OPTION_ENV = [
+  'OUTRIGGER_POD_NAME',
+  'OUTRIGGER_POD_NAMESPACE',
+  'OUTRIGGER_POD_IP',
+  'OUTRIGGER_POD_SERVICE_ACCOUNT',
+  'OUTRIGGER_NODE_NAME',
+  'OUTRIGGER_WEBHOOK_LISTEN',
+  'OUTRIGGER_WEBHOOK_TLS_CERT',
+  'OUTRIGGER_WEBHOOK_TLS_KEY',
+  'OUTRIGGER_WEBHOOK_SHUTDOWN_DELAY_SECONDS',
+  'OUTRIGGER_CLUSTER_DIR',
+  'OUTRIGGER_TESTBINS',
+];
+
+export const knownEnv: ReadonlySet<string> = new Set([
+  ...names.map((n) => specOf(n).env),
+  ...Object.values(gatewayOptions).map((s) => s.env),
+  ...NON_OPTION_ENV,
+]);
+
+/**
+ * Unknown OUTRIGGER_* variables, each with the nearest known name. A warning, not an error: a
+ * newer injector may set a variable an older sidecar image does not know yet, and that must not
+ * stop the pod (an unknown annotation, checked at admission, is an error instead).
+ */
+export function unknownEnv(env: Record<string, string | undefined>): { name: string; nearest: string }[] {
+  return Object.keys(env)
+    .filter((k) => k.startsWith('OUTRIGGER_') && !knownEnv.has(k))
+    .sort()
+    .map((name) => ({ name, nearest: nearest(name, [...knownEnv]) }));
+}
+
+function nearest(word: string, candidates: string[]): string {
+  let best = candidates[0] ?? '';
+  let bestDistance = Infinity;
+  for (const c of candidates) {
+    const d = editDistance(word, c);
+    if (d < bestDistance) [best, bestDistance] = [c, d];
+  }
+  return best;
+}
+
+/** Levenshtein distance, one row at a time. */
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++)
+      row.push(
+        Math.min(
+          (prev[j] ?? 0) + 1,
+          (row[j - 1] ?? 0) + 1,
+          (prev[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1),
+        ),
+      );
+    prev = row;
+  }
+  return prev[b.length] ?? 0;
 }

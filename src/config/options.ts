@@ -44,7 +44,8 @@ export const options = {
     env: 'OUTRIGGER_KUBECONFIG',
     parser: p.nonEmpty,
     default: undefined,
-    describe: 'kubeconfig for out-of-cluster API access (default: in-cluster token and CA)',
+    describe:
+      'kubeconfig for out-of-cluster API access (default: $KUBECONFIG when not in a pod, else the in-cluster token and CA)',
     scope: 'proxy',
   }),
   namespace: opt<string | undefined>({

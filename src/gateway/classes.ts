@@ -1,7 +1,8 @@
+import { GATEWAY_CONTROLLER } from '../config/gateway-options.ts';
 import { CLASS_ANNOTATION, DEFAULT_CLASS_ANNOTATION, type Ingress, type IngressClass } from './objects.ts';
 
 /** The controller name our IngressClass carries in spec.controller. */
-export const CONTROLLER = 'outrigger.dev/gateway';
+export const CONTROLLER = GATEWAY_CONTROLLER;
 
 export interface ClassPolicy {
   /** spec.controller values that are ours. */

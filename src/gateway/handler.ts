@@ -6,7 +6,7 @@ import { errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/log.ts';
 import { ThrottledLog } from '../shared/log-throttle.ts';
 import type { Forwarder } from '../proxy/forward.ts';
-import { upstreamRequestHeaders } from '../proxy/headers.ts';
+import { toOriginForm, upstreamRequestHeaders } from '../proxy/headers.ts';
 import { startRequestHop, type Hop, type HopObserver } from '../proxy/observer.ts';
 import { sendError, statusOf, writeSocketError, type ProxyErrorCode } from '../proxy/status.ts';
 import { planBackend, type BackendDecision, type BackendPolicy } from './backend.ts';
@@ -27,7 +27,6 @@ export interface HandlerOptions {
   observer: HopObserver;
   log: Logger;
   clock: Clock;
-  idleTimeoutMs: number;
 }
 
 type Routed =
@@ -83,7 +82,6 @@ export class IngressGatewayHandler implements GatewayHandler {
     const trace: Record<string, string> = {};
     hop.inject(trace);
     Object.assign(req.headers, trace);
-    socket.setTimeout(this.#o.idleTimeoutMs, () => socket.destroy());
     this.#o.forwarder.proxy.ws(
       req,
       socket,
@@ -146,21 +144,14 @@ export class IngressGatewayHandler implements GatewayHandler {
 
 /**
  * Host and path of a request: origin-form takes the Host header; absolute-form its own authority
- * (RFC 9112 section 3.2.2). The path stops at the query. undefined: not a target we can route.
+ * (RFC 9112 section 3.2.2, rewritten to origin-form for the backend). The path stops at the query.
+ * undefined: not a target we can route.
  */
 export function requestTarget(req: IncomingMessage): { host: string; path: string } | undefined {
+  const t = toOriginForm(req);
+  if ('error' in t) return undefined;
+  if (t.absolute && t.absolute.protocol !== 'http:' && t.absolute.protocol !== 'https:') return undefined;
   const url = req.url ?? '';
-  if (url.startsWith('/')) {
-    const q = url.indexOf('?');
-    return { host: req.headers.host ?? '', path: q < 0 ? url : url.slice(0, q) };
-  }
-  if (!/^https?:\/\//i.test(url)) return undefined;
-  try {
-    const u = new URL(url);
-    req.headers.host = u.host;
-    req.url = u.pathname + u.search;
-    return { host: u.host, path: u.pathname };
-  } catch {
-    return undefined;
-  }
+  const q = url.indexOf('?');
+  return { host: req.headers.host ?? '', path: q < 0 ? url : url.slice(0, q) };
 }

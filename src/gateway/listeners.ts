@@ -52,8 +52,9 @@ export class GatewayListeners {
       },
       o.log,
       o.onRejected,
+      { upgrade: o.handler.onUpgrade },
+      o.clock,
     );
-    this.#http.on('upgrade', o.handler.onUpgrade);
     this.#http.on('connection', (s: Socket) => this.#track(s));
     if (o.https) {
       this.#tls = createTlsServer(

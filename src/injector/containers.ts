@@ -197,7 +197,14 @@ export function volumes(config: Config, capture: Capture): { name: string; [k: s
   return out;
 }
 
-/** Explicit mode: the app's HTTP clients send plain-HTTP requests to the egress listener. */
+/**
+ * Explicit mode: the app's HTTP clients send plain-HTTP requests to the egress listener. Not every
+ * client reads HTTP_PROXY (the client table in docs/injection.md, checked by
+ * test/e2e/explicit-clients.test.ts): Node's fetch and http need NODE_USE_ENV_PROXY=1 (Node 24+),
+ * the JVM reads only its own http.proxyHost/http.proxyPort properties (through
+ * JAVA_TOOL_OPTIONS, which every JVM picks up), and gRPC's C core and grpc-js look for grpc_proxy
+ * first. HTTPS stays direct: HTTPS_PROXY is left unset, so TLS from the app is not tunnelled.
+ */
 export function proxyEnv(config: Config): EnvVar[] {
   const proxy = `http://127.0.0.1:${config.egressPort}`;
   const noProxy = ['localhost', '127.0.0.1', '::1', ...config.excludeOutboundCidrs].join(',');
@@ -206,5 +213,8 @@ export function proxyEnv(config: Config): EnvVar[] {
     { name: 'http_proxy', value: proxy },
     { name: 'NO_PROXY', value: noProxy },
     { name: 'no_proxy', value: noProxy },
+    { name: 'NODE_USE_ENV_PROXY', value: '1' },
+    { name: 'JAVA_TOOL_OPTIONS', value: `-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort=${config.egressPort}` },
+    { name: 'grpc_proxy', value: proxy },
   ];
 }

@@ -42,10 +42,17 @@ const TEMPLATE_PATHS = new Map<string, string[]>(
  * same stream lend their labels, so a restricted namespace gets explicit mode here too.
  */
 export function injectManifests(text: string, opts: InjectManifestsOptions): InjectManifestsResult {
-  const docs = parseAllDocuments(text).map((d) => {
+  const docs = parseAllDocuments(text).map((d, i) => {
     if (d.errors.length > 0)
       throw new OutriggerError('config_invalid', `invalid YAML: ${d.errors[0]?.message}`);
-    return d.toJS() as Doc | null;
+    const js = d.toJS() as unknown;
+    // An empty document (a trailing ---) is nothing; a scalar or a list is not an object.
+    if (js !== null && (typeof js !== 'object' || Array.isArray(js)))
+      throw new OutriggerError(
+        'config_invalid',
+        `document ${i + 1} is ${JSON.stringify(js).slice(0, 60)}, not a Kubernetes object (a mapping with kind)`,
+      );
+    return js as Doc | null;
   });
   const namespaces = new Map<string, Record<string, string>>();
   for (const d of docs)
@@ -73,7 +80,11 @@ function injectDoc(
     copy,
   ) as PodLike | undefined;
   const ref = `${doc.kind?.toLowerCase()}/${doc.metadata?.name ?? '?'}`;
-  if (!Array.isArray(template?.spec?.containers)) return doc;
+  if (!Array.isArray(template?.spec?.containers))
+    throw new OutriggerError(
+      'config_invalid',
+      `${ref}: ${[...path, 'spec', 'containers'].join('.')} must be a list of containers, found ${JSON.stringify(template?.spec?.containers) ?? 'nothing'}`,
+    );
   const problem = podShapeProblem(template, 'template');
   if (problem !== undefined) throw new OutriggerError('config_invalid', `${ref}: ${problem}`);
   const nsName = doc.metadata?.namespace ?? opts.namespace;

@@ -3,6 +3,7 @@ import type { Balancers } from '../balance/balancer.ts';
 import type { AffinityTable } from '../routing/affinity.ts';
 import type { Destination as RouteDestination, Router } from '../routing/router.ts';
 import type { Destination } from './capture-port.ts';
+import { isOwnDestination } from './loop.ts';
 import type { ForwardPlan, Upstream } from './forward.ts';
 import type { ProxyErrorCode } from './status.ts';
 
@@ -16,7 +17,11 @@ export interface EgressPolicy {
   balancers: Balancers;
   affinity: AffinityTable;
   egressPolicy: 'allow-all' | 'cluster-only';
-  /** Our own listeners, for the loop guard. */
+  /**
+   * The ports of our own listeners that egress must never connect to on this host: egress and
+   * admin. The ingress listener is not among them: it delivers to the app and never back to
+   * egress, so a pod may reach itself through it (a Service that targets the ingress port).
+   */
   ownPorts: ReadonlySet<number>;
   retryStatuses: ReadonlySet<number>;
   maxAttempts: number;
@@ -27,11 +32,11 @@ export type Decision =
   | { kind: 'error'; code: ProxyErrorCode; detail: string; service?: string; stale?: boolean }
   | (ForwardPlan & { kind: 'plan'; service?: string; stale: boolean; passthrough: boolean });
 
-const LOCAL = new Set(['127.0.0.1', '::1', 'localhost', '0.0.0.0', '::']);
-
-export function isLoop(host: string, port: number, ownPorts: ReadonlySet<number>): boolean {
-  return ownPorts.has(port) && (LOCAL.has(host) || host.startsWith('127.'));
-}
+const loop = (host: string, port: number): Decision => ({
+  kind: 'error',
+  code: 'loop_detected',
+  detail: `refusing to proxy to the sidecar's own listener ${host}:${port}`,
+});
 
 export async function decide(
   policy: EgressPolicy,
@@ -40,12 +45,7 @@ export async function decide(
   client: string,
 ): Promise<Decision> {
   const port = dest.port ?? dest.defaultPort;
-  if (isLoop(dest.host, port, policy.ownPorts))
-    return {
-      kind: 'error',
-      code: 'loop_detected',
-      detail: `refusing to proxy to the sidecar's own listener ${dest.host}:${port}`,
-    };
+  if (await isOwnDestination(dest.host, port, policy.ownPorts)) return loop(dest.host, port);
   const route = await policy.router.route(dest);
   if (route.kind === 'passthrough') {
     if (policy.egressPolicy === 'cluster-only')
@@ -56,6 +56,8 @@ export async function decide(
       };
     const target =
       original && route.reason !== 'external_name' ? original : { address: route.host, port: route.port };
+    if (await isOwnDestination(target.address, target.port, policy.ownPorts))
+      return loop(target.address, target.port);
     return single(policy, target, route.serviceKey);
   }
   const { serviceKey, endpoints, service } = route;
@@ -80,7 +82,9 @@ export async function decide(
   balancer.retain(ids);
   // Last-known-good rule 4: stale endpoints that all keep failing give way to the cluster's own path.
   if (route.stale && original && balancer.allEjected(ids))
-    return single(policy, original, serviceKey, route.stale);
+    return (await isOwnDestination(original.address, original.port, policy.ownPorts))
+      ? loop(original.address, original.port)
+      : single(policy, original, serviceKey, route.stale);
   const affinity = service.sessionAffinity === 'ClientIP';
   const timeout = service.affinityTimeoutSeconds;
   const next = (tried: ReadonlySet<string>): Upstream | undefined => {
@@ -119,12 +123,6 @@ export async function decide(
 }
 
 function single(policy: EgressPolicy, target: Destination, service?: string, stale = false): Decision {
-  if (isLoop(target.address, target.port, policy.ownPorts))
-    return {
-      kind: 'error',
-      code: 'loop_detected',
-      detail: `refusing to proxy to the sidecar's own listener`,
-    };
   const up = { id: endpointId(target.address, target.port), host: target.address, port: target.port };
   return {
     kind: 'plan',

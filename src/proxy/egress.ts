@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import type { Clock } from '../shared/clock.ts';
+import type { Clock, Random } from '../shared/clock.ts';
 import { errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/log.ts';
 import { ThrottledLog } from '../shared/log-throttle.ts';
@@ -9,7 +9,8 @@ import type { Destination as RouteDestination } from '../routing/router.ts';
 import type { Destination, OriginalDestination } from './capture-port.ts';
 import { decide, type Decision, type EgressPolicy } from './egress-plan.ts';
 import type { Forwarder } from './forward.ts';
-import { upstreamRequestHeaders } from './headers.ts';
+import { toOriginForm, upstreamRequestHeaders } from './headers.ts';
+import { hopToken, markHop, seenBefore } from './loop.ts';
 import { endOnce, startRequestHop, type Hop, type HopObserver } from './observer.ts';
 import { sendError, statusOf, writeSocketError, type ProxyErrorCode } from './status.ts';
 import { openUpstream, splice } from './tunnel.ts';
@@ -25,20 +26,24 @@ export interface EgressOptions {
   observer: HopObserver;
   log: Logger;
   clock: Clock;
+  /** For this listener's hop token (the loop marker). */
+  random: Random;
   originalDestination?: OriginalDestination;
   connectTimeoutMs: number;
   idleTimeoutMs: number;
 }
 
-type Target = { dest: RouteDestination; original?: Destination } | { error: string };
+type Target = { dest: RouteDestination; original?: Destination } | { error: string; code?: 'misdirected' };
 
 export class EgressHandler {
   readonly #o: EgressOptions;
   readonly #problems: ThrottledLog;
+  readonly #token: string;
 
   constructor(o: EgressOptions) {
     this.#o = o;
     this.#problems = new ThrottledLog(o.log, o.clock);
+    this.#token = hopToken(o.random);
   }
 
   readonly onRequest = (req: IncomingMessage, res: ServerResponse): void => {
@@ -98,7 +103,7 @@ export class EgressHandler {
       hop.end({ status, errorCode: decision.code, errorMessage: decision.detail });
       return;
     }
-    req.headers = upstreamRequestHeaders(req.headers, req.socket.remoteAddress) as IncomingMessage['headers'];
+    req.headers = this.#upstreamHeaders(req, false);
     const result = await this.#o.forwarder.forward(req, res, decision, hop);
     if (result.errorCode)
       this.#problems.warn(`${result.errorCode}\u0000${decision.service ?? ''}`, 'egress request failed', {
@@ -116,15 +121,10 @@ export class EgressHandler {
     if (!up) return this.#socketFail(socket, hop, 'upstream_failed', 'no endpoint');
     hop.setEndpoint(up.host, up.port);
     const done = decision.start(up);
-    req.headers = upstreamRequestHeaders(
-      req.headers,
-      req.socket.remoteAddress,
-      true,
-    ) as IncomingMessage['headers'];
+    req.headers = this.#upstreamHeaders(req, true);
     const trace: Record<string, string> = {};
     hop.inject(trace);
     Object.assign(req.headers, trace);
-    socket.setTimeout(this.#o.idleTimeoutMs, () => socket.destroy());
     this.#o.forwarder.proxy.ws(
       req,
       socket,
@@ -191,10 +191,18 @@ export class EgressHandler {
     hop.end({ status: http ? 200 : 0 });
   }
 
+  #upstreamHeaders(req: IncomingMessage, upgrade: boolean): IncomingMessage['headers'] {
+    const headers = upstreamRequestHeaders(req.headers, req.socket.remoteAddress, upgrade);
+    markHop(headers, this.#token);
+    return headers as IncomingMessage['headers'];
+  }
+
   /** Destination of an HTTP request, then the decision; a malformed target is a bad_request decision. */
   async #route(req: IncomingMessage, hop: Hop): Promise<Decision> {
+    if (seenBefore(req.headers, this.#token))
+      return { kind: 'error', code: 'loop_detected', detail: 'this request already passed this sidecar' };
     const target = this.#target(req);
-    if ('error' in target) return { kind: 'error', code: 'bad_request', detail: target.error };
+    if ('error' in target) return { kind: 'error', code: target.code ?? 'bad_request', detail: target.error };
     const decision = await decide(
       this.#o.policy,
       target.dest,
@@ -207,26 +215,23 @@ export class EgressHandler {
   }
 
   #target(req: IncomingMessage): Target {
-    const url = req.url ?? '';
-    if (/^[a-z][a-z0-9+.-]*:\/\//i.test(url)) {
-      let u: URL;
-      try {
-        u = new URL(url);
-      } catch {
-        return { error: 'malformed absolute-form request target' };
-      }
+    // RFC 9112 section 3.2.2: the absolute-form authority wins over Host.
+    const t = toOriginForm(req);
+    if ('error' in t) return t;
+    const u = t.absolute;
+    if (u) {
       if (u.protocol !== 'http:' && u.protocol !== 'ws:')
         return { error: `unsupported scheme ${u.protocol} (use CONNECT for TLS)` };
-      // RFC 9112 section 3.2.2: the absolute-form authority wins over Host.
-      req.headers.host = u.host;
-      req.url = (u.pathname || '/') + u.search;
       const host = u.hostname.replace(/^\[|\]$/g, '').toLowerCase();
       return { dest: { host, ...(u.port ? { port: Number(u.port) } : {}), defaultPort: 80 } };
     }
-    if (!url.startsWith('/') && url !== '*') return { error: 'malformed request target' };
-    const original = this.#o.originalDestination?.(req.socket);
-    if (original)
+    const od = this.#o.originalDestination;
+    if (od) {
+      // Transparent capture: never Host, which the client picks freely.
+      const original = od(req.socket);
+      if (!original) return { error: 'connection was not redirected to the sidecar', code: 'misdirected' };
       return { dest: { host: original.address, port: original.port, defaultPort: original.port }, original };
+    }
     const hp = splitHostPort(req.headers.host ?? '');
     if (!hp) return { error: 'missing or malformed Host header' };
     return { dest: { host: hp.host, ...(hp.port ? { port: hp.port } : {}), defaultPort: 80 } };

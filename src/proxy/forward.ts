@@ -6,9 +6,9 @@ import type { Clock, Timer } from '../shared/clock.ts';
 import type { Outcome } from '../balance/balancer.ts';
 import type { AgentPool } from './agents.ts';
 import { BodyReplay } from './body-replay.ts';
-import { hasBody, IDEMPOTENT, stripHopByHop } from './headers.ts';
+import { IDEMPOTENT, requestFraming, stripHopByHop } from './headers.ts';
 import type { Hop } from './observer.ts';
-import { sendError, type ProxyErrorCode } from './status.ts';
+import { ERROR_HEADER, sendError, type ProxyErrorCode } from './status.ts';
 
 /**
  * Forwards one HTTP request through http-proxy with keep-alive agents, trying endpoints one after
@@ -43,8 +43,10 @@ export interface ForwarderOptions {
   agents: AgentPool;
   clock: Clock;
   connectTimeoutMs: number;
-  /** From the first byte sent to the response headers; 504 after it. */
+  /** From the whole request sent upstream to the response headers; 504 after it. */
   responseTimeoutMs: number;
+  /** A response body or an upgraded tunnel without a byte either way for this long is closed. */
+  idleTimeoutMs: number;
 }
 
 type AttemptResult =
@@ -92,13 +94,19 @@ export class Forwarder {
     this.#proxy.on('proxyReq', (proxyReq, req) => this.#hooks.get(req)?.onProxyReq(proxyReq));
     this.#proxy.on('proxyRes', (proxyRes, req) => this.#hooks.get(req)?.onProxyRes(proxyRes));
     // Errors arrive through the per-call callback; this keeps an unexpected one from crashing.
-    // http-proxy pipes upgraded sockets but never passes on a close without FIN: tie them.
+    // http-proxy pipes upgraded sockets but never passes on a close without FIN: tie them. It
+    // also clears the client socket's timeout (setupSocket), so the idle timeout is set here.
     this.#proxy.on('proxyReqWs', (proxyReq, _req, socket) => {
+      const idle = o.idleTimeoutMs;
+      socket.setTimeout(idle, () => socket.destroy());
+      socket.once('close', () => proxyReq.destroy());
       proxyReq.on('upgrade', (_res, upstream) => {
+        upstream.setTimeout(idle, () => upstream.destroy());
         socket.once('close', () => upstream.destroy());
         upstream.once('close', () => socket.destroy());
       });
     });
+    (this.#proxy as unknown as WebPasses).before('web', 'stream', (req) => frame(req));
     this.#proxy.on('error', () => {});
     this.#proxy.on('econnreset', () => {});
   }
@@ -118,8 +126,10 @@ export class Forwarder {
     hop: Hop,
   ): Promise<ForwardResult> {
     const tried = new Set<string>();
-    const bodiless = !hasBody(req.headers);
-    // A body is kept (bounded) only where a second attempt is possible.
+    const framing = requestFraming(req);
+    const bodiless = framing.kind === 'none';
+    // A body is kept (bounded) only where a second attempt is possible; without a complete copy a
+    // failed attempt is answered, never retried with what is left of the body.
     const replay = !bodiless && plan.maxAttempts > 1 ? new BodyReplay(req) : undefined;
     const statusRetryable = bodiless && IDEMPOTENT.has(req.method ?? '') && plan.retryStatuses.size > 0;
     const withdraw = (): boolean => !plan.budget || plan.budget.tryWithdraw();
@@ -143,6 +153,11 @@ export class Forwarder {
         withdraw();
       const r = await this.#attempt(req, res, up, hop, retryStatus, replay);
       last = r;
+      if (r.kind !== 'response' && res.writableEnded) {
+        // The listener answered meanwhile (an upload that went idle: 408); that answer stands.
+        done('cancelled');
+        return answered(res);
+      }
       switch (r.kind) {
         case 'response':
           done(r.status >= 500 ? 'server_error' : 'success');
@@ -210,23 +225,43 @@ export class Forwarder {
         this.#hooks.delete(req);
         resolve(r);
       };
+      // Before the attempt settles the response closes only if the client went away, or if the
+      // listener answered itself (an upload that went idle).
       const onClientClose = (): void => {
-        if (!res.writableFinished) {
-          proxyReq?.destroy();
-          settle({ kind: 'client_gone' });
-        }
+        proxyReq?.destroy();
+        settle({ kind: 'client_gone' });
       };
       res.on('close', onClientClose);
-      timers.push(
-        this.#o.clock.setTimer(this.#o.responseTimeoutMs, () => {
-          timedOut = 'response';
-          if (proxyReq) proxyReq.destroy();
-          else settle({ kind: 'timeout', message: `no response within ${this.#o.responseTimeoutMs} ms` });
-        }),
-      );
+      // The response timeout runs from the moment the whole request has been sent upstream: an
+      // upload takes as long as it takes (bounded by the listener's upload idle timeout).
+      let waiting = false;
+      const awaitResponse = (): void => {
+        if (waiting || settled) return;
+        waiting = true;
+        timers.push(
+          this.#o.clock.setTimer(this.#o.responseTimeoutMs, () => {
+            timedOut = 'response';
+            // Settled here, not by http-proxy's callback, which some failures never call.
+            settle({ kind: 'timeout', message: `no response within ${this.#o.responseTimeoutMs} ms` });
+            proxyReq?.destroy();
+          }),
+        );
+      };
+      // http-proxy never shows a request with Expect (no proxyReq event): time it from the start.
+      if (req.headers.expect !== undefined) awaitResponse();
       this.#hooks.set(req, {
         onProxyReq: (pr) => {
           proxyReq = pr;
+          pr.once('finish', awaitResponse);
+          // Without a listener Node drops the socket and the attempt never ends (the client used
+          // to wait forever); a 101 is only valid as the answer to an upgrade request.
+          pr.on('upgrade', (_res, upstream: Socket) => {
+            upstream.destroy();
+            settle({
+              kind: 'failed',
+              message: 'upstream switched protocols on a request that asked for none',
+            });
+          });
           const socket: Socket | null = pr.socket;
           if (socket && socket.connecting) {
             const t = this.#o.clock.setTimer(this.#o.connectTimeoutMs, () => {
@@ -253,7 +288,7 @@ export class Forwarder {
             settle({ kind: 'retry_status', status });
             return;
           }
-          const done = pipeResponse(proxyRes, res);
+          const done = pipeResponse(proxyRes, res, this.#o.idleTimeoutMs);
           settle({ kind: 'response', status, done });
         },
       });
@@ -291,14 +326,44 @@ export class Forwarder {
   }
 }
 
+interface WebPasses {
+  before(type: 'web', pass: 'stream', fn: (req: IncomingMessage) => void): void;
+}
+
+/**
+ * The upstream request carries the client's framing. Transfer-Encoding is hop-by-hop and was
+ * removed, and http-proxy turns a DELETE or OPTIONS without Content-Length into `Content-Length: 0`,
+ * after which the body bytes would reach the upstream as a second request. Runs as http-proxy's
+ * last pass before the upstream request is built.
+ */
+function frame(req: IncomingMessage): void {
+  const framing = requestFraming(req);
+  if (framing.kind === 'chunked') {
+    delete req.headers['content-length'];
+    req.headers['transfer-encoding'] = 'chunked';
+  } else if (framing.kind === 'length') req.headers['content-length'] = String(framing.length);
+}
+
+function answered(res: ServerResponse): ForwardResult {
+  const code = res.getHeader(ERROR_HEADER);
+  return {
+    status: res.statusCode,
+    ...(typeof code === 'string' ? { errorCode: code as ProxyErrorCode } : {}),
+    errorMessage: 'answered by the listener',
+  };
+}
+
 function retryReason(last: AttemptResult | undefined): string {
   if (!last) return 'unknown';
   if (last.kind === 'retry_status') return `status:${last.status}`;
   return last.kind;
 }
 
-/** Writes the upstream response downstream with hop-by-hop headers removed. */
-function pipeResponse(proxyRes: IncomingMessage, res: ServerResponse): Promise<void> {
+/**
+ * Writes the upstream response downstream with hop-by-hop headers removed. A body that stops
+ * flowing (the upstream stalls, or the client stops reading) for idleMs closes both sides.
+ */
+function pipeResponse(proxyRes: IncomingMessage, res: ServerResponse, idleMs: number): Promise<void> {
   return new Promise((resolve) => {
     const headers = stripHopByHop(proxyRes.headers);
     try {
@@ -310,6 +375,11 @@ function pipeResponse(proxyRes: IncomingMessage, res: ServerResponse): Promise<v
       resolve();
       return;
     }
+    // The upstream request's timeout watches its socket; Node removes it when the response ends.
+    (proxyRes as IncomingMessage & { req: ClientRequest }).req.setTimeout(idleMs, () => {
+      proxyRes.destroy();
+      res.destroy();
+    });
     proxyRes.on('error', () => res.destroy());
     proxyRes.on('aborted', () => res.destroy());
     res.on('close', () => {

@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 
 /**
  * Header hygiene for both directions (RFC 9110 section 7.6.1): connection-specific headers and
@@ -17,13 +17,20 @@ const HOP_BY_HOP: ReadonlySet<string> = new Set([
   'proxy-authorization',
 ]);
 
+/**
+ * Headers a Connection token cannot remove: Content-Length frames the message (RFC 9112
+ * section 6), so dropping it would change what the next hop reads as the body; without Host the
+ * app would take its host from elsewhere (or refuse the request).
+ */
+const NEVER_NAMED: ReadonlySet<string> = new Set(['content-length', 'host']);
+
 function connectionTokens(headers: IncomingHttpHeaders): string[] {
   const raw = headers.connection;
   if (!raw) return [];
   return String(raw)
     .split(',')
     .map((t) => t.trim().toLowerCase())
-    .filter((t) => t !== '');
+    .filter((t) => t !== '' && !NEVER_NAMED.has(t));
 }
 
 export function stripHopByHop(headers: IncomingHttpHeaders, keepUpgrade = false): OutgoingHttpHeaders {
@@ -59,8 +66,45 @@ export function upstreamRequestHeaders(
 /** Methods whose repetition has no additional effect (RFC 9110 section 9.2.2). */
 export const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
 
-export function hasBody(headers: IncomingHttpHeaders): boolean {
-  if (headers['transfer-encoding'] !== undefined) return true;
-  const cl = headers['content-length'];
-  return cl !== undefined && cl !== '0';
+/** How the client framed its request body (RFC 9112 section 6.3). */
+export type BodyFraming = { kind: 'none' } | { kind: 'chunked' } | { kind: 'length'; length: number };
+
+/**
+ * The framing the client actually used, from the raw header lines: req.headers is replaced by the
+ * sanitized upstream headers (without Transfer-Encoding) before forwarding, so it cannot tell.
+ * Node's parser has already refused every other Transfer-Encoding and any malformed length.
+ */
+export function requestFraming(req: IncomingMessage): BodyFraming {
+  let length: number | undefined;
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]?.toLowerCase();
+    if (name === 'transfer-encoding') return { kind: 'chunked' };
+    if (name === 'content-length') length = Number(raw[i + 1]);
+  }
+  return length ? { kind: 'length', length } : { kind: 'none' };
+}
+
+const ABSOLUTE_FORM = /^[a-z][a-z0-9+.-]*:\/\//i;
+
+/**
+ * The request target must be origin-form (`/path`), `*`, or absolute-form (RFC 9112 section 3.2);
+ * an absolute-form target becomes origin-form and Host becomes its authority (section 3.2.2), so
+ * the next hop cannot be told two different hosts. Returns the absolute-form URL if there was one,
+ * or an error for anything else.
+ */
+export function toOriginForm(req: IncomingMessage): { absolute?: URL } | { error: string } {
+  const url = req.url ?? '';
+  if (!ABSOLUTE_FORM.test(url))
+    return url.startsWith('/') || url === '*' ? {} : { error: 'malformed request target' };
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return { error: 'malformed absolute-form request target' };
+  }
+  if (u.host === '') return { error: 'absolute-form request target without a host' };
+  req.headers.host = u.host;
+  req.url = (u.pathname || '/') + u.search;
+  return { absolute: u };
 }

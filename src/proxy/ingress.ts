@@ -6,7 +6,8 @@ import type { Logger } from '../shared/log.ts';
 import { ThrottledLog } from '../shared/log-throttle.ts';
 import type { Destination, OriginalDestination } from './capture-port.ts';
 import type { ForwardPlan, Forwarder, Upstream } from './forward.ts';
-import { upstreamRequestHeaders } from './headers.ts';
+import { toOriginForm, upstreamRequestHeaders } from './headers.ts';
+import { HOP_HEADER, ipLiteral, isSelfAddress } from './loop.ts';
 import { endOnce, startRequestHop, type Hop, type HopObserver } from './observer.ts';
 import { sendError, statusOf, writeSocketError, type ProxyErrorCode } from './status.ts';
 import { openUpstream, splice } from './tunnel.ts';
@@ -23,7 +24,10 @@ export interface IngressOptions {
   appPorts: readonly number[];
   appHost: string;
   ownPorts: ReadonlySet<number>;
+  /** Transparent capture: the original destination of an accepted connection. */
   originalDestination?: OriginalDestination;
+  /** Transparent capture: whether an address is this pod's (see pod-addresses.ts). */
+  isPodAddress?: (address: string) => boolean;
   connectTimeoutMs: number;
   idleTimeoutMs: number;
 }
@@ -39,13 +43,15 @@ export class IngressHandler {
 
   readonly onRequest = (req: IncomingMessage, res: ServerResponse): void => {
     const hop = this.#startHop(req, 'http');
-    const plan = this.#plan(req.socket);
+    const target = toOriginForm(req);
+    const plan =
+      'error' in target ? { error: target.error, code: 'bad_request' as const } : this.#plan(req.socket);
     if ('error' in plan) {
       const status = sendError(res, plan.code, plan.error);
       hop.end({ status, errorCode: plan.code, errorMessage: plan.error });
       return;
     }
-    req.headers = upstreamRequestHeaders(req.headers, req.socket.remoteAddress) as IncomingMessage['headers'];
+    req.headers = appHeaders(req, false);
     this.#o.forwarder
       .forward(req, res, plan, hop)
       .then((r) => {
@@ -65,16 +71,13 @@ export class IngressHandler {
   readonly onUpgrade = (req: IncomingMessage, socket: Socket, head: Buffer): void => {
     const hop = this.#startHop(req, 'http');
     socket.on('error', () => socket.destroy());
+    const target = toOriginForm(req);
+    if ('error' in target) return this.#socketFail(socket, hop, 'bad_request', target.error);
     const plan = this.#plan(req.socket);
     if ('error' in plan) return this.#socketFail(socket, hop, plan.code, plan.error);
     const up = plan.next(new Set()) as Upstream;
     hop.setEndpoint(up.host, up.port);
-    req.headers = upstreamRequestHeaders(
-      req.headers,
-      req.socket.remoteAddress,
-      true,
-    ) as IncomingMessage['headers'];
-    socket.setTimeout(this.#o.idleTimeoutMs, () => socket.destroy());
+    req.headers = appHeaders(req, true);
     this.#o.forwarder.proxy.ws(
       req,
       socket,
@@ -125,18 +128,35 @@ export class IngressHandler {
    * Under transparent capture, the original destination as it is (the pod IP and port): an app
    * bound to 127.0.0.1 only stays unreachable from other pods, as without a mesh (Istio since 1.10;
    * Linkerd forwards to the original destination too). The proxy's UID is exempt from the OUTPUT
-   * redirect, so this connection is not captured again. Otherwise the app on localhost.
+   * redirect, so this connection is not captured again. A connection that was not redirected, or
+   * whose destination is not one of this pod's addresses (loopback never is), is refused: falling
+   * back to a local app port would let anyone who reaches the ingress port reach an app port
+   * bound to loopback (Istio's inbound blackhole; Linkerd's inbound IPs check).
+   * Explicit capture: the app on localhost at the first --app-port.
    */
-  #appAddress(socket: Socket): Destination | undefined {
-    const original: Destination | undefined = this.#o.originalDestination?.(socket);
-    if (original && !this.#o.ownPorts.has(original.port)) return original;
+  #appAddress(socket: Socket): Destination | { error: string; code: ProxyErrorCode } {
+    const od = this.#o.originalDestination;
+    if (od) {
+      const original = od(socket);
+      if (!original) return { error: 'connection was not redirected to the sidecar', code: 'misdirected' };
+      if (!this.#o.isPodAddress?.(original.address))
+        return { error: `destination ${original.address} is not this pod's address`, code: 'misdirected' };
+      return original;
+    }
     const port = this.#o.appPorts[0];
-    return port === undefined ? undefined : { address: this.#o.appHost, port };
+    if (port === undefined)
+      return { error: 'no app port is configured for ingress', code: 'upstream_failed' };
+    return { address: this.#o.appHost, port };
   }
 
   #plan(socket: Socket): ForwardPlan | { error: string; code: ProxyErrorCode } {
     const app = this.#appAddress(socket);
-    if (!app) return { error: 'no app port is configured for ingress', code: 'upstream_failed' };
+    if ('error' in app) return app;
+    if (this.#o.ownPorts.has(app.port) && isSelfAddress(ipLiteral(app.address) ?? app.address))
+      return {
+        error: `refusing to deliver to the sidecar's own listener ${app.port}`,
+        code: 'loop_detected',
+      };
     const up: Upstream = { id: `${app.address}:${app.port}`, host: app.address, port: app.port };
     return {
       next: (tried) => (tried.has(up.id) ? undefined : up),
@@ -151,4 +171,14 @@ export class IngressHandler {
     writeSocketError(socket, code, detail);
     hop.end({ status: statusOf[code], errorCode: code, errorMessage: detail });
   }
+}
+
+/**
+ * Request headers for the app. The loop marker ends here: the app is the end of a hop, and one
+ * that copies incoming headers onto its own calls must not look like a loop.
+ */
+function appHeaders(req: IncomingMessage, upgrade: boolean): IncomingMessage['headers'] {
+  const headers = upstreamRequestHeaders(req.headers, req.socket.remoteAddress, upgrade);
+  delete headers[HOP_HEADER];
+  return headers as IncomingMessage['headers'];
 }

@@ -1,6 +1,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { systemClock, type Clock, type Timer } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
+import { requestFraming } from './headers.ts';
 import { sendError, writeSocketError, type ProxyErrorCode } from './status.ts';
 
 /**
@@ -13,7 +15,14 @@ export interface ServerLimits {
   maxHeaderBytes: number;
   maxHeaders: number;
   headersTimeoutMs: number;
+  /**
+   * Node's whole-request deadline (headers and body); 0 turns it off. Off by default: a large
+   * upload may legitimately take longer than any fixed deadline, so uploads are bounded by
+   * idleness (uploadIdleTimeoutMs) instead, as Envoy's stream idle timeout does.
+   */
   requestTimeoutMs: number;
+  /** A request body with no byte received for this long is answered 408 and its connection closed. */
+  uploadIdleTimeoutMs: number;
   /** Idle time of a client keep-alive connection between requests. */
   keepAliveTimeoutMs: number;
   /** How often Node checks the two timeouts above. */
@@ -25,12 +34,20 @@ export const defaultLimits: ServerLimits = {
   // Envoy's default max_request_headers_count.
   maxHeaders: 100,
   headersTimeoutMs: 10_000,
-  requestTimeoutMs: 300_000,
+  requestTimeoutMs: 0,
+  uploadIdleTimeoutMs: 60_000,
   keepAliveTimeoutMs: 60_000,
   checkIntervalMs: 1_000,
 };
 
 export type RequestHandler = (req: IncomingMessage, res: ServerResponse) => void;
+export type StreamHandler = (req: IncomingMessage, socket: Socket, head: Buffer) => void;
+
+/** The requests that become byte streams: WebSocket upgrades and CONNECT tunnels. */
+export interface StreamHandlers {
+  upgrade?: StreamHandler;
+  connect?: StreamHandler;
+}
 
 /** Called for every request the limits reject before it reaches the handler. */
 export type OnRejected = (code: ProxyErrorCode, status: number) => void;
@@ -40,8 +57,14 @@ export function createLimitedServer(
   onRequest: RequestHandler,
   log: Logger,
   onRejected: OnRejected = () => {},
+  streams: StreamHandlers = {},
+  clock: Clock = systemClock,
 ): Server {
   const server = createServer({
+    // WebSocket is the one upgrade the proxy tunnels. Any other (h2c, which Java's HttpClient
+    // offers on every http:// URL) is ignored, as RFC 9110 section 7.8 allows: the request goes
+    // on as HTTP/1.1 without Upgrade and gets an HTTP/1.1 answer.
+    shouldUpgradeCallback: (req: IncomingMessage) => streams.upgrade !== undefined && isWebSocket(req),
     maxHeaderSize: limits.maxHeaderBytes,
     headersTimeout: limits.headersTimeoutMs,
     requestTimeout: limits.requestTimeoutMs,
@@ -60,6 +83,7 @@ export function createLimitedServer(
       onRejected(problem.code, sendError(res, problem.code, problem.detail, true));
       return;
     }
+    if (requestFraming(req).kind !== 'none') watchUpload(req, res, limits.uploadIdleTimeoutMs, clock);
     try {
       onRequest(req, res);
     } catch (e) {
@@ -67,6 +91,18 @@ export function createLimitedServer(
       sendError(res, 'upstream_failed', 'internal proxy error');
     }
   });
+  const checked =
+    (handler: StreamHandler): StreamHandler =>
+    (req, socket, head) => {
+      const problem = checkRequest(req, limits);
+      if (problem) {
+        onRejected(problem.code, writeSocketError(socket, problem.code, problem.detail));
+        return;
+      }
+      handler(req, socket, head);
+    };
+  if (streams.upgrade) server.on('upgrade', checked(streams.upgrade));
+  if (streams.connect) server.on('connect', checked(streams.connect));
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
     const code = err.code ?? '';
     if (code === 'ECONNRESET' || !socket.writable) {
@@ -88,6 +124,38 @@ export function createLimitedServer(
     log.debug('client error', { code });
   });
   return server;
+}
+
+/**
+ * Answers 408 (or closes, once a response has started) when a request body stops arriving for
+ * idleMs. Watches the socket's byte count rather than adding a 'data' listener, which would set
+ * the body flowing before the proxy is ready to forward it.
+ */
+function watchUpload(req: IncomingMessage, res: ServerResponse, idleMs: number, clock: Clock): void {
+  let seen = req.socket.bytesRead;
+  let timer: Timer;
+  const check = (): void => {
+    if (req.complete || res.writableEnded || req.socket.destroyed) return;
+    const now = req.socket.bytesRead;
+    if (now !== seen) {
+      seen = now;
+      timer = clock.setTimer(idleMs, check);
+      return;
+    }
+    if (res.headersSent) req.socket.destroy();
+    else sendError(res, 'request_timeout', `no request body byte received for ${idleMs} ms`, true);
+  };
+  timer = clock.setTimer(idleMs, check);
+  // Not kept alive (with the request and response) past the body or the exchange.
+  const stop = (): void => timer.cancel();
+  req.once('end', stop);
+  res.once('close', stop);
+}
+
+function isWebSocket(req: IncomingMessage): boolean {
+  return String(req.headers.upgrade ?? '')
+    .split(',')
+    .some((t) => t.trim().toLowerCase() === 'websocket');
 }
 
 function checkRequest(

@@ -5,7 +5,7 @@ import { listenOn } from '../shared/listen.ts';
 import type { Logger } from '../shared/log.ts';
 import type { EgressHandler } from './egress.ts';
 import type { IngressHandler } from './ingress.ts';
-import { createLimitedServer, type ServerLimits } from './server.ts';
+import { createLimitedServer, type ServerLimits, type StreamHandlers } from './server.ts';
 
 /**
  * The egress and ingress listeners and their lifecycle. Under transparent capture each listener
@@ -77,10 +77,11 @@ export class Sidecar {
 
   constructor(o: SidecarOptions) {
     this.#o = o;
-    this.#egress = this.#listener('egress', o.egress.handler.onRequest, (s) => this.#egressTcp(s));
     const e = o.egress.handler;
-    this.#egress.http.on('connect', e.onConnect);
-    this.#egress.http.on('upgrade', e.onUpgrade);
+    this.#egress = this.#listener('egress', e.onRequest, (s) => this.#egressTcp(s), {
+      upgrade: e.onUpgrade,
+      connect: e.onConnect,
+    });
     this.#ingress = this.#listener(
       'ingress',
       (req, res) => {
@@ -88,8 +89,8 @@ export class Sidecar {
         o.ingress.handler.onRequest(req, res);
       },
       (s) => o.ingress.handler.onTcp(s),
+      { upgrade: o.ingress.handler.onUpgrade },
     );
-    this.#ingress.http.on('upgrade', o.ingress.handler.onUpgrade);
   }
 
   async start(): Promise<void> {
@@ -160,6 +161,7 @@ export class Sidecar {
     name: 'egress' | 'ingress',
     onRequest: (req: IncomingMessage, res: ServerResponse) => void,
     onTcp: (s: Socket) => void,
+    streams: StreamHandlers,
   ): Listener {
     const l: Listener = {
       http: createLimitedServer(
@@ -171,6 +173,8 @@ export class Sidecar {
         },
         this.#o.log,
         (code, status) => this.#o.onRejected?.(name, code, status),
+        streams,
+        this.#o.clock,
       ),
       front: undefined as unknown as NetServer,
       extra: [],

@@ -14,6 +14,7 @@ export type ProxyErrorCode = Extract<
   | 'upstream_timeout'
   | 'egress_denied'
   | 'loop_detected'
+  | 'misdirected'
   | 'bad_request'
   | 'headers_too_large'
   | 'request_timeout'
@@ -25,8 +26,11 @@ export const statusOf: Readonly<Record<ProxyErrorCode, number>> = {
   upstream_failed: 502,
   upstream_timeout: 504,
   egress_denied: 403,
-  // Linkerd answers a request to its own outbound listener with 502: it is a failed upstream.
-  loop_detected: 502,
+  // RFC 5842's 508 Loop Detected: unlike a 502, it tells the client that retrying cannot help.
+  loop_detected: 508,
+  // RFC 9110 section 15.5.20: the connection reached a listener that does not serve its
+  // destination (not redirected to it, or not addressed to this pod).
+  misdirected: 421,
   bad_request: 400,
   headers_too_large: 431,
   request_timeout: 408,
@@ -41,15 +45,23 @@ const reasons: Record<number, string> = {
   403: 'Forbidden',
   404: 'Not Found',
   408: 'Request Timeout',
+  421: 'Misdirected Request',
   431: 'Request Header Fields Too Large',
   502: 'Bad Gateway',
   503: 'Service Unavailable',
   504: 'Gateway Timeout',
+  508: 'Loop Detected',
 };
 
 /** Answers a request with a proxy error; safe to call when headers were already sent (it resets). */
 /** Client errors leave the connection in an unknown state (framing): close it after answering. */
-const CLOSES: ReadonlySet<ProxyErrorCode> = new Set(['bad_request', 'headers_too_large', 'request_timeout']);
+const CLOSES: ReadonlySet<ProxyErrorCode> = new Set([
+  'bad_request',
+  'headers_too_large',
+  'request_timeout',
+  // Every request on a misdirected connection would be misdirected too.
+  'misdirected',
+]);
 
 export function sendError(
   res: ServerResponse,

@@ -19,6 +19,7 @@ export type ErrorCode =
   | 'upstream_timeout'
   | 'egress_denied'
   | 'loop_detected'
+  | 'misdirected'
   | 'bad_request'
   | 'headers_too_large'
   | 'request_timeout'

@@ -253,9 +253,18 @@ describe('transparent mode end to end: app -> egress sidecar -> ingress sidecar 
 
   test('a request straight to the egress listener is refused, not looped', async (t) => {
     if (!requireNetns(t, tools)) return;
+    // Not redirected (loopback is exempt from capture): no original destination, so no route.
     const r = await get(client, 'http://127.0.0.1:7400/', '127.0.0.1:7400');
-    assert.equal(r.status, 502, JSON.stringify(r));
-    assert.equal(r.headers['x-outrigger-error'], 'loop_detected');
+    assert.equal(r.status, 421, JSON.stringify(r));
+    assert.equal(r.headers['x-outrigger-error'], 'misdirected');
+  });
+
+  test("a connection straight to another pod's ingress port is refused, not delivered to its loopback", async (t) => {
+    if (!requireNetns(t, tools)) return;
+    // Its original destination is the ingress listener itself: nothing the pod's app serves.
+    const r = await get(client, `http://${SERVER4}:7401/direct`);
+    assert.equal(r.status, 421, JSON.stringify(r));
+    assert.equal(r.headers['x-outrigger-error'], 'misdirected');
   });
 
   test("both sidecars counted the Service's requests in their metrics", async (t) => {

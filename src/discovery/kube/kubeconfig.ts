@@ -19,8 +19,13 @@ export async function kubeconfigConnection(
     throw new OutriggerError('config_invalid', `--kubeconfig ${path}: ${errorMessage(e)}`);
   }
   const cluster = kc.getCurrentCluster();
-  if (!cluster)
-    throw new OutriggerError('config_invalid', `--kubeconfig ${path}: no current context/cluster`);
+  if (!cluster) throw new OutriggerError('config_invalid', `kubeconfig ${path}: ${noCluster(kc)}`);
+  if (cluster.server.startsWith('http:') && !cluster.skipTLSVerify)
+    throw new OutriggerError(
+      'config_invalid',
+      `kubeconfig ${path}: cluster "${cluster.name}" has the plain-HTTP server ${cluster.server}; ` +
+        'use its https:// URL, or set insecure-skip-tls-verify: true on the cluster if it really serves plain HTTP',
+    );
   const header = async (): Promise<{ opts: RequestOptions; auth: string | undefined }> => {
     const opts: RequestOptions = {};
     await kc.applyToHTTPSOptions(opts);
@@ -28,7 +33,17 @@ export async function kubeconfigConnection(
     const auth = h.Authorization ?? h.authorization;
     return { opts, auth: typeof auth === 'string' ? auth : undefined };
   };
-  const first = await header();
+  let first: Awaited<ReturnType<typeof header>>;
+  try {
+    first = await header();
+  } catch (e) {
+    // Credential plugins (exec, OIDC) fail here: name the user entry whose credentials failed.
+    const user = kc.getCurrentUser()?.name ?? '(none)';
+    throw new OutriggerError(
+      'kube_unauthorized',
+      `kubeconfig ${path}: cannot get credentials of user "${user}": ${errorMessage(e)}`,
+    );
+  }
   let auth = first.auth;
   const ctx = kc.getContextObject(kc.getCurrentContext());
   return {
@@ -46,4 +61,16 @@ export async function kubeconfigConnection(
       return changed;
     },
   };
+}
+
+/** Why there is no current cluster, with the contexts that do exist. */
+function noCluster(kc: KubeConfig): string {
+  const current = kc.getCurrentContext();
+  const contexts = kc.getContexts().map((c) => c.name);
+  const have = contexts.length > 0 ? contexts.join(', ') : 'none';
+  if (!current) return `no current-context is set; contexts: ${have} (kubectl config use-context NAME)`;
+  const ctx = kc.getContextObject(current);
+  if (!ctx)
+    return `current-context "${current}" is not defined in the file; contexts: ${have} (kubectl config use-context NAME)`;
+  return `context "${current}" names cluster "${ctx.cluster}", which is not defined in the file`;
 }

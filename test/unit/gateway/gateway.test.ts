@@ -11,7 +11,7 @@ import { InMemorySpanExporter } from '@opentelemetry/sdk-trace';
 import { startGateway, type Gateway } from '../../../src/compose/gateway.ts';
 import { FakeKubeApi } from '../../../src/discovery/kube/fake-api.ts';
 import { CONTROLLER } from '../../../src/gateway/classes.ts';
-import { loadGatewayConfig } from '../../../src/gateway/options.ts';
+import { loadGatewayConfig } from '../../../src/config/gateway-options.ts';
 import { combineObservers, type HopObserver, type HopStart } from '../../../src/proxy/observer.ts';
 import { createTracing, type Tracing } from '../../../src/tracing/index.ts';
 import { memoryLogger } from '../../../src/shared/log.ts';

@@ -58,9 +58,9 @@ test('a loop and a timeout are counted with their codes, and the 504 says why', 
   p.resolver.set(service('prod', 'slow', { eps: { http: [ep('127.0.0.1', slow.port)] } }));
   try {
     const loop = await send(p.egress, { headers: { host: `localhost:${p.egress}` } });
-    assert.equal(loop.status, 502);
+    assert.equal(loop.status, 508);
     assert.match(loop.body, /own listener/);
-    assert.equal(await metric(p, 'outrigger_requests_total', { status: '502', error: 'loop_detected' }), 1);
+    assert.equal(await metric(p, 'outrigger_requests_total', { status: '508', error: 'loop_detected' }), 1);
     const r = await send(p.egress, { headers: { host: 'slow.prod' } });
     assert.equal(r.status, 504);
     assert.match(r.body, /no response within 150 ms/);

@@ -1,9 +1,18 @@
 /**
  * Malformed and smuggling-shaped requests (reference/security.md section 4.1 and the Node CVE list
- * there). Each must get a 4xx and a closed connection, and the process must stay up.
+ * there). Each must get a 4xx and a closed connection, and the process must stay up. `ingress` is
+ * the answer on the ingress listener where it differs ('close': a close without an answer).
  */
+export interface MalformedCase {
+  name: string;
+  data: string;
+  status: number;
+  ingress?: number | 'close';
+}
+
 const H = 'Host: web.prod\r\n';
-export const corpus: { name: string; data: string; status: number }[] = [
+const WS = 'Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n';
+export const corpus: MalformedCase[] = [
   {
     name: 'CL and TE together',
     data: `POST / HTTP/1.1\r\n${H}Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n`,
@@ -60,9 +69,35 @@ export const corpus: { name: string; data: string; status: number }[] = [
   { name: 'garbage request line', data: `HELLO\r\n\r\n`, status: 400 },
   { name: 'unknown HTTP version', data: `GET / HTTP/9.1\r\n${H}\r\n`, status: 400 },
   {
+    // Ingress rewrites any absolute-form target to origin-form; only egress would have to dial it.
     name: 'https absolute-form to a plain proxy',
-    data: `GET https://web.prod/ HTTP/1.1\r\n${H}\r\n`,
+    data: `GET https://web.prod/ HTTP/1.1\r\n${H}Connection: close\r\n\r\n`,
     status: 400,
+    ingress: 200,
+  },
+  { name: 'absolute-form with a malformed host', data: `GET http://[zz/ HTTP/1.1\r\n${H}\r\n`, status: 400 },
+  {
+    name: 'WebSocket upgrade with a repeated Host',
+    data: `GET / HTTP/1.1\r\n${H}Host: other\r\n${WS}Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`,
+    status: 400,
+  },
+  {
+    name: 'WebSocket upgrade without Host',
+    data: `GET / HTTP/1.1\r\n${WS}Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`,
+    status: 400,
+  },
+  {
+    // Ingress serves no CONNECT: Node closes the connection.
+    name: 'CONNECT with a repeated Host',
+    data: `CONNECT web.prod:80 HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n`,
+    status: 400,
+    ingress: 'close',
+  },
+  {
+    name: 'CONNECT without a port',
+    data: `CONNECT web.prod HTTP/1.1\r\n${H}\r\n`,
+    status: 400,
+    ingress: 'close',
   },
   { name: 'relative request target', data: `GET foo HTTP/1.1\r\n${H}\r\n`, status: 400 },
   {

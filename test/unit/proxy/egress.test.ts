@@ -115,7 +115,7 @@ test('names that are not cluster Services pass through to the resolved host', as
 
 test('requests to the sidecar itself are refused (loop guard)', async () => {
   const r = await send(proxy.egress, { headers: { host: `127.0.0.1:${proxy.egress}` } });
-  assert.equal(r.status, 502);
+  assert.equal(r.status, 508);
   assert.equal(r.headers['x-outrigger-error'], 'loop_detected');
 });
 

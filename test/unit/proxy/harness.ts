@@ -43,6 +43,30 @@ export async function startBackend(
   };
 }
 
+export interface Received {
+  method: string;
+  url: string;
+  body: string;
+}
+
+/** A backend that reads each request body whole and records it before answering. */
+export async function startRecorder(
+  answer: (r: Received, res: ServerResponse) => void = (r, res) => res.end(`got ${r.body.length}`),
+): Promise<Backend & { got: Received[] }> {
+  const got: Received[] = [];
+  const b = await startBackend((req, res) => {
+    let body = '';
+    req.setEncoding('latin1');
+    req.on('data', (c: string) => (body += c));
+    req.on('end', () => {
+      const r = { method: req.method ?? '', url: req.url ?? '', body };
+      got.push(r);
+      answer(r, res);
+    });
+  });
+  return Object.assign(b, { got });
+}
+
 /** A port on which nothing listens (connections are refused). */
 export async function closedPort(): Promise<number> {
   const s = createNetServer();
@@ -131,6 +155,14 @@ export function send(
     req.on('error', reject);
     req.end(opts.body);
   });
+}
+
+/** A raw chunked request (one data chunk) that asks for the connection to be closed after it. */
+export function chunkedRequest(method: string, path: string, host: string, body: string): string {
+  return (
+    `${method} ${path} HTTP/1.1\r\nHost: ${host}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n` +
+    `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`
+  );
 }
 
 /** Writes raw bytes and collects everything until the server closes (bounded by timeoutMs). */

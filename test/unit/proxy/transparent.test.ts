@@ -36,6 +36,8 @@ before(async () => {
     {
       originalDestination: () => original,
       detectTimeoutMs: 100,
+      // 127.0.0.2 plays the pod IP in the ingress test below.
+      isPodAddress: (a) => a === '127.0.0.2',
     },
   );
   proxy.resolver.set(

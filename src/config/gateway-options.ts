@@ -1,8 +1,10 @@
 import { isIP } from 'node:net';
-import { options as sidecar, type OptionSpec } from '../config/options.ts';
-import * as p from '../config/parse.ts';
-import { parseValue } from '../config/parse.ts';
-import { CONTROLLER } from './classes.ts';
+import { options as sidecar, type OptionSpec } from './options.ts';
+import * as p from './parse.ts';
+import { parseValue } from './parse.ts';
+
+/** The spec.controller value of the IngressClasses `outrigger gateway` serves by default. */
+export const GATEWAY_CONTROLLER = 'outrigger.dev/gateway';
 
 /**
  * The settings of `outrigger gateway`, each with a flag and an OUTRIGGER_* variable (no pod
@@ -84,7 +86,7 @@ export const gatewayOptions = {
     flag: '--controller <name>',
     env: 'OUTRIGGER_GATEWAY_CONTROLLER',
     parser: p.nonEmpty,
-    default: CONTROLLER,
+    default: GATEWAY_CONTROLLER,
     describe: 'spec.controller of the IngressClasses this gateway serves',
   }),
   watchWithoutClass: opt({

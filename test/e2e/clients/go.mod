@@ -1,0 +1,3 @@
+module outrigger.test/explicit-client
+
+go 1.22

@@ -1,0 +1,185 @@
+// Every error a first-hour user meets, through the real CLI (a child process): each says what
+// failed, names the flag or file, and exits 2 when what the user gave is invalid (a flag, a
+// variable, a file's content) or 1 when something could not be read or reached.
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import { runCli } from '../../harness/cli.ts';
+import { freePort } from '../../harness/jaeger.ts';
+
+const dir = mkdtempSync(path.join(os.tmpdir(), 'outrigger-cli-'));
+
+function kubeconfig(
+  name: string,
+  server: string,
+  opts: { skipTls?: boolean; context?: string } = {},
+): string {
+  const file = path.join(dir, name);
+  writeFileSync(
+    file,
+    [
+      'apiVersion: v1',
+      'kind: Config',
+      'clusters:',
+      `- name: c`,
+      `  cluster: {server: '${server}'${opts.skipTls ? ', insecure-skip-tls-verify: true' : ''}}`,
+      'users:',
+      '- name: u',
+      '  user: {token: abc}',
+      'contexts:',
+      '- name: dev',
+      '  context: {cluster: c, user: u}',
+      '- name: prod',
+      '  context: {cluster: c, user: u}',
+      `current-context: ${opts.context ?? 'dev'}`,
+      '',
+    ].join('\n'),
+  );
+  return file;
+}
+
+const closed = kubeconfig('closed.yaml', 'https://127.0.0.1:1', { skipTls: true });
+
+test('resolve with an unreachable API server says so and exits 1 (flag and $KUBECONFIG)', async () => {
+  for (const r of [
+    await runCli(['resolve', 'web', '--kubeconfig', closed, '--wait-ms', '2000']),
+    await runCli(['resolve', 'web', '--wait-ms', '2000'], { env: { KUBECONFIG: closed } }),
+  ]) {
+    assert.equal(r.status, 1, r.stderr);
+    assert.match(r.stderr, /cannot reach the API server https:\/\/127\.0\.0\.1:1\/? \(.*ECONNREFUSED.*\)/);
+    assert.doesNotMatch(r.stderr, /unsettled top-level await/);
+  }
+});
+
+test('a kubeconfig without the current context names it and lists the contexts it has', async () => {
+  const file = kubeconfig('noctx.yaml', 'https://127.0.0.1:1', { context: 'staging' });
+  const r = await runCli(['resolve', 'web', '--kubeconfig', file]);
+  assert.equal(r.status, 2, r.stderr);
+  assert.match(r.stderr, /context "staging".*dev, prod/);
+  assert.match(r.stderr, new RegExp(file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
+});
+
+test('an http:// server in a kubeconfig gets an error that says what to change', async () => {
+  const file = kubeconfig('http.yaml', 'http://127.0.0.1:1');
+  const r = await runCli(['resolve', 'web', '--kubeconfig', file, '--wait-ms', '1000']);
+  assert.ok(r.status === 1 || r.status === 2, `exit ${r.status}: ${r.stderr}`);
+  assert.doesNotMatch(r.stderr, /HTTP protocol is not allowed when skipTLSVerify/);
+  assert.doesNotMatch(r.stderr, /unsettled top-level await/);
+  assert.match(r.stderr, /http:\/\/127\.0\.0\.1:1/);
+});
+
+test('resolve --source file:MISSING shows the ENOENT with the path', async () => {
+  const r = await runCli(['resolve', 'web', '--source', 'file:/nonexistent/cluster.yaml']);
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /\/nonexistent\/cluster\.yaml.*(ENOENT|no such file)/);
+});
+
+test('proxy --source file:MISSING fails at start-up instead of running with nothing loaded', async () => {
+  const r = await runCli(['proxy', '--capture', 'explicit', '--source', 'file:/nonexistent/cluster.yaml'], {
+    timeoutMs: 10_000,
+  });
+  assert.equal(r.status, 1, `exit ${r.status}: ${r.stderr}`);
+  assert.match(r.stderr, /--source.*\/nonexistent\/cluster\.yaml.*(ENOENT|no such file)/);
+});
+
+test('colliding listener ports are refused before start, naming both flags', async () => {
+  const proxy = await runCli(
+    [
+      'proxy',
+      '--capture',
+      'explicit',
+      '--source',
+      'file:manifests/demo/cluster.yaml',
+      '--egress-port',
+      '7402',
+    ],
+    { timeoutMs: 10_000 },
+  );
+  assert.equal(proxy.status, 2, proxy.stderr);
+  assert.match(proxy.stderr, /--egress-port.*--admin-port.*7402/);
+  const ipt = await runCli(['iptables', '--dry-run', '--egress-port', '7400', '--ingress-port', '7400']);
+  assert.equal(ipt.status, 2, ipt.stderr);
+  assert.match(ipt.stderr, /--egress-port.*--ingress-port|--ingress-port.*--egress-port/);
+  assert.equal(ipt.stdout, '');
+});
+
+test('demo --requests rejects what it cannot run, naming the flag and the range', async () => {
+  for (const bad of ['abc', '0', '100000000']) {
+    const r = await runCli(['demo', '--requests', bad]);
+    assert.equal(r.status, 2, `--requests ${bad}: ${r.stderr}`);
+    assert.match(r.stderr, new RegExp(`--requests.*"${bad}".*integer from 1 to`));
+  }
+});
+
+test('a misspelled OUTRIGGER_* variable is warned about, naming the nearest valid one', async () => {
+  const r = await runCli(['iptables', '--dry-run'], { env: { OUTRIGGER_EGRES_PORT: '7000' } });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stderr, /OUTRIGGER_EGRES_PORT.*OUTRIGGER_EGRESS_PORT/);
+  const known = await runCli(['iptables', '--dry-run'], {
+    env: { OUTRIGGER_EGRESS_PORT: '7000', OUTRIGGER_POD_IP: '10.0.0.1', OUTRIGGER_CLUSTER_DIR: '/tmp/x' },
+  });
+  assert.equal(known.stderr, '', 'known variables draw no warning');
+});
+
+test('webhook certificate problems name the flag, the file and how to make one', async () => {
+  const missing = await runCli(['webhook', '--listen', '127.0.0.1:0', '--tls-cert', '/nonexistent/tls.crt']);
+  assert.equal(missing.status, 1, missing.stderr);
+  assert.match(missing.stderr, /--tls-cert \/nonexistent\/tls\.crt/);
+  assert.match(missing.stderr, /scripts\/gen-webhook-certs/);
+  const junk = path.join(dir, 'junk.pem');
+  writeFileSync(junk, 'not a certificate\n');
+  const bad = await runCli(['webhook', '--listen', '127.0.0.1:0', '--tls-cert', junk, '--tls-key', junk]);
+  assert.equal(bad.status, 2, bad.stderr);
+  assert.match(bad.stderr, new RegExp(`${junk.replace(/\./g, '\\.')}.*PEM`));
+});
+
+test('iptables that cannot apply (not root, or no iptables) suggests --dry-run', async () => {
+  const r = await runCli(['iptables', '--no-ipv6'], { env: { PATH: '/nonexistent' } });
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /--dry-run/);
+});
+
+test("usage errors exit 2 in every command (commander's own too), runtime failures 1", async () => {
+  for (const args of [
+    ['bogus'],
+    ['resolve'],
+    ['proxy', '--nope'],
+    ['demo', '--requests'],
+    ['inject'],
+    ['status', '--admin'],
+    ['inject', '-f', 'x.yaml', '--pod-security', 'nope'],
+  ]) {
+    const r = await runCli(args);
+    assert.equal(r.status, 2, `${args.join(' ')}: exit ${r.status}: ${r.stderr}`);
+    assert.match(r.stderr, /error:|outrigger:/);
+  }
+  const admin = await runCli(['status', '--admin', '127.0.0.1:1']);
+  assert.equal(admin.status, 1, admin.stderr);
+  assert.match(admin.stderr, /cannot reach the admin API at http:\/\/127\.0\.0\.1:1/);
+  const file = await runCli(['inject', '-f', '/nonexistent/x.yaml']);
+  assert.equal(file.status, 1, file.stderr);
+  assert.match(file.stderr, /-f \/nonexistent\/x\.yaml: cannot read it \(ENOENT/);
+});
+
+test('a listener port held by another process is named by its flag', async (t) => {
+  const holder = net.createServer();
+  await new Promise<void>((r) => holder.listen(0, '127.0.0.1', r));
+  t.after(() => holder.close());
+  const held = (holder.address() as net.AddressInfo).port;
+  const [egress, ingress] = [await freePort(), await freePort()];
+  const r = await runCli(
+    [
+      ...['proxy', '--capture', 'explicit', '--source', 'file:manifests/demo/cluster.yaml'],
+      ...['--egress-port', String(egress), '--ingress-port', String(ingress), '--admin-port', String(held)],
+    ],
+    { timeoutMs: 15_000 },
+  );
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(
+    r.stderr,
+    new RegExp(`--admin-port ${held} \\(OUTRIGGER_ADMIN_PORT\\): the port is already in use`),
+  );
+});
