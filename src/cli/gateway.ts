@@ -30,7 +30,7 @@ export function gatewayCommand(): Command {
       if (name && value !== undefined) flags[name] = value;
     }
     // Loaded on use: building the command tree (every sidecar does) loads no gateway code.
-    const { runGateway } = await import('../compose/gateway.ts');
+    const { runGateway } = await import('../compose/gateway-run.ts');
     await runGateway(flags, process.env);
   });
 }

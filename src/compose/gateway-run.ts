@@ -1,0 +1,70 @@
+/** `outrigger gateway` as a process: configuration, the API connection, tracing, signals, drain. */
+import { loadGatewayConfig, type GatewayOptionName } from '../config/gateway-options.ts';
+import { systemClock } from '../shared/clock.ts';
+import { createLogger, type LogLevel } from '../shared/log.ts';
+import { startGateway, type Gateway } from './gateway.ts';
+
+export async function runGateway(
+  flags: Partial<Record<GatewayOptionName, string | string[]>>,
+  env: Record<string, string | undefined> = process.env,
+): Promise<void> {
+  const config = loadGatewayConfig({ flags, env });
+  const clock = systemClock;
+  const log = createLogger({ level: config.logLevel as LogLevel, base: { component: 'outrigger-gateway' } });
+  const [{ connectKube }, { createTracing, podMetaFromEnv }] = await Promise.all([
+    import('../discovery/index.ts'),
+    import('../tracing/index.ts'),
+  ]);
+  const link = await connectKube(config, { clock, logger: log, env });
+  const tracing = createTracing({
+    endpoint: config.traceEndpoint,
+    sampling: config.traceSampling,
+    pod: { ...podMetaFromEnv(env), ...(config.serviceName ? { serviceName: config.serviceName } : {}) },
+    logger: log,
+  });
+  let gateway: Gateway;
+  try {
+    gateway = await startGateway(config, {
+      api: link.transport,
+      clock,
+      log,
+      ...(tracing.enabled ? { observer: tracing.observer } : {}),
+      tuning: {
+        transportStats: () => link.transport.stats,
+        tokenExpiresAt: () => link.identity?.expiresAt(),
+      },
+      metricsExtra: () => ({
+        outrigger_trace_spans_dropped: {
+          help: 'Spans dropped (queue full or export failed)',
+          value: tracing.stats().dropped,
+        },
+      }),
+    });
+  } catch (e) {
+    await tracing.shutdown();
+    link.close();
+    throw e;
+  }
+  log.info('outrigger gateway started', {
+    ...gateway.ports(),
+    watchNamespace: config.watchNamespace ?? '(all)',
+  });
+  await new Promise<void>((resolve) => {
+    let stopping = false;
+    const stop = (signal: string): void => {
+      if (stopping) {
+        log.warn('second signal: exiting without finishing the drain', { signal });
+        process.exit(1);
+      }
+      stopping = true;
+      log.info('shutting down', { signal, drainSeconds: config.drainSeconds });
+      void gateway
+        .drain(config.drainSeconds * 1000)
+        .then(() => Promise.allSettled([gateway.close(), tracing.shutdown()]))
+        .then(() => link.close())
+        .finally(resolve);
+    };
+    process.on('SIGTERM', () => stop('SIGTERM'));
+    process.on('SIGINT', () => stop('SIGINT'));
+  });
+}
