@@ -81,8 +81,14 @@ test('the runtime tree holds no development dependency', () => {
   assert.ok(modules.includes('http-proxy'));
 });
 
-test('every role starts from the runtime tree: proxy, webhook, the iptables init step, inject', () => {
-  for (const cmd of [['--help'], ['proxy', '--help'], ['webhook', '--help'], ['iptables', '--help']]) {
+test('every role starts from the runtime tree: proxy, webhook, gateway, the iptables init step, inject', () => {
+  for (const cmd of [
+    ['--help'],
+    ['proxy', '--help'],
+    ['webhook', '--help'],
+    ['gateway', '--help'],
+    ['iptables', '--help'],
+  ]) {
     const r = run(cmd);
     assert.equal(r.status, 0, `${cmd.join(' ')}: ${r.out}`);
   }
