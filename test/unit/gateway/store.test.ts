@@ -200,3 +200,37 @@ test('a corrupt snapshot is ignored with one warning; the gateway is not ready u
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('--watch-namespace reads that namespace only; a Secret that is not kubernetes.io/tls is not served', async () => {
+  const api = new FakeKubeApi();
+  const NS_ING = '/apis/networking.k8s.io/v1/namespaces/shop/ingresses';
+  put(api, CLS, { metadata: { name: 'outrigger' }, spec: { controller: CONTROLLER } });
+  put(
+    api,
+    NS_ING,
+    rawIngress({
+      name: 'web',
+      namespace: 'shop',
+      rules: [{ host: 'web.com', paths: [{ path: '/', svc: 'web' }] }],
+      tls: [{ hosts: ['web.com'], secretName: 'opaque' }],
+    }),
+  );
+  put(api, SECRETS('shop'), { ...tlsSecretObject('shop', 'opaque', pem), type: 'Opaque' });
+  const clock = new FakeClock();
+  const store = await createGatewayStore({
+    api,
+    clock,
+    random: () => 0.5,
+    logger: memoryLogger(),
+    classPolicy: { controller: CONTROLLER, watchWithoutClass: false },
+    namespace: 'shop',
+  });
+  await clock.advance(0);
+  await clock.advance(0);
+  assert.ok(api.calls.some((c) => c.path === NS_ING));
+  assert.ok(!api.calls.some((c) => c.path === ING));
+  assert.equal(store.table().lookup('web.com', '/')?.backend.name, 'web');
+  assert.equal(store.table().tlsFor('web.com')?.secret, 'shop/opaque');
+  assert.equal(store.secrets().size, 0);
+  await store.close();
+});
