@@ -1,21 +1,8 @@
 // Import directions (DESIGN.md section 2): data flows identity -> discovery -> routing -> balance -> proxy.
-// Each folder may import only the folders upstream of it; app.ts and cli/ are the composition root.
+// Each folder may import only the folders upstream of it. compose/ (one composition per command) and
+// cli/ are the composition root; nothing in src/ imports test/ (fakes never ship in the image).
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
-
-const folders = [
-  'shared',
-  'config',
-  'identity',
-  'discovery',
-  'routing',
-  'balance',
-  'tracing',
-  'proxy',
-  'admin',
-  'injector',
-  'gateway',
-];
 
 /** The folders each folder may import; every other folder is forbidden. */
 const allowed = {
@@ -29,41 +16,93 @@ const allowed = {
   proxy: ['shared', 'config', 'discovery', 'routing', 'balance'],
   admin: ['shared', 'config'],
   injector: ['shared', 'config'],
-  // North-south: built from the same parts as the sidecar; nothing imports it.
+  // North-south: the same discovery, routing, balancing and proxy hops as a sidecar's egress.
   gateway: ['shared', 'config', 'discovery', 'routing', 'balance', 'proxy'],
+  // Workload certificates and mTLS; the proxy gets them through its own ports, from compose/.
+  mesh: ['shared', 'config', 'identity'],
+};
+const domains = Object.keys(allowed);
+// The composition root: wires every domain folder, and is imported only by cli/.
+allowed.compose = domains;
+
+// Each rule has glob patterns for static imports (no-restricted-imports) and a regular expression for
+// import() (no-restricted-syntax; the composition loads most modules on use). \x2F is '/': a selector's
+// regular expression cannot contain a slash.
+const folderRule = (folders, message) => ({
+  group: folders.flatMap((f) => [`**/${f}/**`, `**/${f}/*`, `../${f}`, `../../${f}`]),
+  dynamic: `(^|\\x2F)(${folders.join('|')})\\x2F`,
+  message,
+});
+
+const testImports = folderRule(
+  ['test'],
+  'src/ must not import test/: test-only code never ships in the image.',
+);
+const clientNode = {
+  group: ['@kubernetes/client-node', '@kubernetes/client-node/*'],
+  dynamic: '^@kubernetes\\x2Fclient-node',
+  message: 'Only src/discovery/kube/ imports @kubernetes/client-node.',
+};
+const otelSdk = {
+  group: [
+    '@opentelemetry/sdk-*',
+    '@opentelemetry/exporter-*',
+    '@opentelemetry/resources',
+    '@opentelemetry/propagator-*',
+    '@opentelemetry/core',
+  ],
+  dynamic: '^@opentelemetry\\x2F(sdk-|exporter-|resources|propagator-|core)',
+  message: 'Only src/tracing/ imports the OpenTelemetry SDK.',
 };
 
-const patternFor = (folder) => [`**/${folder}/**`, `**/${folder}/*`, `../${folder}`, `../../${folder}`];
+/** The imports forbidden in src/<folder>/ ('root' is src/*.ts and src/cli/). */
+function forbiddenFor(folder, { kube = false } = {}) {
+  const rules = [testImports];
+  if (folder !== 'root') {
+    const root = folderRule(
+      folder === 'compose' ? ['cli'] : ['compose', 'cli'],
+      'Only the composition root wires modules.',
+    );
+    rules.push({
+      ...root,
+      group: [...root.group, '**/main.ts'],
+      dynamic: `${root.dynamic}|(^|\\x2F)main[.]ts$`,
+    });
+    for (const f of domains.filter((f) => f !== folder && !allowed[folder].includes(f)))
+      rules.push(folderRule([f], `src/${folder}/ must not import src/${f}/ (DESIGN.md section 2).`));
+  }
+  if (folder !== 'tracing') rules.push(otelSdk);
+  if (!kube) rules.push(clientNode);
+  return rules;
+}
 
-const directionRules = folders.map((folder) => {
-  const forbidden = folders.filter((f) => f !== folder && !allowed[folder].includes(f));
-  const patterns = [
-    { group: ['**/app.ts', '**/cli/**', '**/main.ts'], message: 'Only the composition root wires modules.' },
-    ...forbidden.map((f) => ({
-      group: patternFor(f),
-      message: `src/${folder}/ must not import src/${f}/ (DESIGN.md section 2).`,
-    })),
-  ];
-  if (folder !== 'tracing') {
-    patterns.push({
-      group: [
-        '@opentelemetry/sdk-*',
-        '@opentelemetry/exporter-*',
-        '@opentelemetry/resources',
-        '@opentelemetry/propagator-*',
-        '@opentelemetry/core',
-      ],
-      message: 'Only src/tracing/ imports the OpenTelemetry SDK.',
-    });
-  }
-  if (folder !== 'discovery') {
-    patterns.push({
-      group: ['@kubernetes/client-node', '@kubernetes/client-node/*'],
-      message: 'Only src/discovery/kube/ imports @kubernetes/client-node.',
-    });
-  }
-  return { files: [`src/${folder}/**/*.ts`], rules: { 'no-restricted-imports': ['error', { patterns }] } };
+const restrict = (files, rules, ignores = []) => ({
+  files,
+  ignores,
+  rules: {
+    'no-restricted-imports': ['error', { patterns: rules.map(({ group, message }) => ({ group, message })) }],
+    'no-restricted-syntax': [
+      'error',
+      ...rules.map(({ dynamic, message }) => ({
+        selector: `ImportExpression > Literal[value=/${dynamic}/]`,
+        message,
+      })),
+    ],
+  },
 });
+
+const directionRules = [
+  restrict(['src/*.ts', 'src/cli/**/*.ts'], forbiddenFor('root')),
+  ...Object.keys(allowed).map((folder) =>
+    restrict(
+      [`src/${folder}/**/*.ts`],
+      forbiddenFor(folder),
+      folder === 'discovery' ? ['src/discovery/kube/**'] : [],
+    ),
+  ),
+  // Within discovery, only the kube/ adapter may touch client-node.
+  restrict(['src/discovery/kube/**/*.ts'], forbiddenFor('discovery', { kube: true })),
+];
 
 export default tseslint.config(
   { ignores: ['node_modules/', 'dist/', 'coverage/', '.outrigger/'] },
@@ -86,38 +125,6 @@ export default tseslint.config(
     },
   },
   ...directionRules,
-  {
-    // Within discovery, only the kube/ adapter may touch client-node.
-    files: ['src/discovery/**/*.ts'],
-    ignores: ['src/discovery/kube/**'],
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        {
-          patterns: [
-            {
-              group: ['@kubernetes/client-node', '@kubernetes/client-node/*'],
-              message: 'Only src/discovery/kube/ imports @kubernetes/client-node.',
-            },
-            {
-              group: [
-                '**/routing/**',
-                '**/balance/**',
-                '**/proxy/**',
-                '**/tracing/**',
-                '**/admin/**',
-                '**/injector/**',
-                '**/gateway/**',
-                '**/app.ts',
-                '**/cli/**',
-              ],
-              message: 'src/discovery/ is upstream of these (DESIGN.md section 2).',
-            },
-          ],
-        },
-      ],
-    },
-  },
   {
     files: ['**/*.js'],
     ...tseslint.configs.disableTypeChecked,

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Process edge only: argv -> CLI; errors -> exit codes. Everything else lives in cli/ and app.ts.
+// Process edge only: argv -> CLI; errors -> exit codes. Everything else lives in cli/ and compose/.
 import { buildCli } from './cli/index.ts';
 import { isOutriggerError, errorMessage } from './shared/errors.ts';
 

@@ -4,7 +4,7 @@
 // argv: <mode: disabled|RATIO> <servicesFile> <otlpEndpoint>. Prints {"port":N} once ready. SIGUSR2
 // marks the start of the measured run; SIGTERM flushes and prints the span stats and the CPU time
 // used since the mark (the OTLP export included) as one JSON line.
-import { createDataPath } from '../../src/app.ts';
+import { createDataPath } from '../../src/compose/data-path.ts';
 import { loadConfig } from '../../src/config/load.ts';
 import { createFileResolver } from '../../src/discovery/file-source.ts';
 import { systemClock } from '../../src/shared/clock.ts';

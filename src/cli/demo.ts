@@ -2,7 +2,7 @@ import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
-import type { DataPath } from '../app.ts';
+import type { DataPath } from '../compose/data-path.ts';
 import { loadConfig } from '../config/load.ts';
 import { intRange, parseValue } from '../config/parse.ts';
 import { systemClock } from '../shared/clock.ts';
@@ -115,7 +115,7 @@ export async function runDemo(opts: DemoOptions): Promise<boolean> {
   const out = opts.out;
   // Loaded on use (src/cli/index.ts): every sidecar builds this command, only the demo runs it.
   const [{ createDataPath }, { createFileResolver }] = await Promise.all([
-    import('../app.ts'),
+    import('../compose/data-path.ts'),
     import('../discovery/file-source.ts'),
   ]);
   const logs: string[] = [];

@@ -34,9 +34,9 @@ export function proxyCommand(): Command {
       if (name && value !== undefined) flags[name] = value;
     }
     // Loaded on use (src/cli/index.ts): building the command tree for --help loads no data path.
-    const { runProxy } = await import('../app.ts');
+    const { runSidecar } = await import('../compose/sidecar.ts');
     const checked = proxyPreflight(flags, process.env);
-    await runProxy({ flags: checked, env: process.env }).catch((e: unknown) => {
+    await runSidecar({ flags: checked, env: process.env }).catch((e: unknown) => {
       throw explainStartError(e, checked, process.env);
     });
   });

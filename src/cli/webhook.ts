@@ -1,8 +1,7 @@
 import { Command, Option } from 'commander';
 import { injectorSettings } from '../injector/settings.ts';
-import { systemClock } from '../shared/clock.ts';
 import { OutriggerError } from '../shared/errors.ts';
-import { createLogger, type LogLevel } from '../shared/log.ts';
+import type { LogLevel } from '../shared/log.ts';
 import { addInjectionOptions, injectionDefaults } from './inject.ts';
 import { checkWebhookTls } from './webhook-tls.ts';
 
@@ -65,24 +64,16 @@ export function webhookCommand(): Command {
         `invalid flag --shutdown-delay-seconds=${JSON.stringify(flags.shutdownDelaySeconds)}: expected an integer from 0 to 300`,
       );
     checkWebhookTls(flags.tlsCert, flags.tlsKey);
-    const log = createLogger({ level: defaults.logLevel as LogLevel, base: { component: 'webhook' } });
     // Loaded on use, so `outrigger proxy` (in every pod) does not carry the webhook.
-    const { startWebhookServer } = await import('../injector/server.ts');
-    const server = await startWebhookServer({
+    const { runWebhook } = await import('../compose/webhook.ts');
+    await runWebhook({
       host,
       port,
       certFile: flags.tlsCert,
       keyFile: flags.tlsKey,
       settings: injectorSettings(defaults, flags.webhookNamespace),
-      log,
-      clock: systemClock,
+      logLevel: defaults.logLevel as LogLevel,
+      shutdownDelaySeconds: delay,
     });
-    const stop = (signal: string): void => {
-      log.info('shutting down', { signal, delaySeconds: delay });
-      // Keep answering until the Service's endpoints drop this replica, then stop.
-      setTimeout(() => void server.close().then(() => process.exit(0)), delay * 1000);
-    };
-    process.once('SIGTERM', () => stop('SIGTERM'));
-    process.once('SIGINT', () => stop('SIGINT'));
   });
 }

@@ -3,6 +3,7 @@ import { loadGatewayConfig, type GatewayOptionName } from '../config/gateway-opt
 import { systemClock } from '../shared/clock.ts';
 import { createLogger, type LogLevel } from '../shared/log.ts';
 import { startGateway, type Gateway } from './gateway.ts';
+import { openTracing, tracingMetrics } from './tracing.ts';
 
 export async function runGateway(
   flags: Partial<Record<GatewayOptionName, string | string[]>>,
@@ -11,17 +12,9 @@ export async function runGateway(
   const config = loadGatewayConfig({ flags, env });
   const clock = systemClock;
   const log = createLogger({ level: config.logLevel as LogLevel, base: { component: 'outrigger-gateway' } });
-  const [{ connectKube }, { createTracing, podMetaFromEnv }] = await Promise.all([
-    import('../discovery/index.ts'),
-    import('../tracing/index.ts'),
-  ]);
+  const { connectKube } = await import('../discovery/index.ts');
   const link = await connectKube(config, { clock, logger: log, env });
-  const tracing = createTracing({
-    endpoint: config.traceEndpoint,
-    sampling: config.traceSampling,
-    pod: { ...podMetaFromEnv(env), ...(config.serviceName ? { serviceName: config.serviceName } : {}) },
-    logger: log,
-  });
+  const { tracing } = openTracing(config, { env, labels: {}, log });
   let gateway: Gateway;
   try {
     gateway = await startGateway(config, {
@@ -33,12 +26,7 @@ export async function runGateway(
         transportStats: () => link.transport.stats,
         tokenExpiresAt: () => link.identity?.expiresAt(),
       },
-      metricsExtra: () => ({
-        outrigger_trace_spans_dropped: {
-          help: 'Spans dropped (queue full or export failed)',
-          value: tracing.stats().dropped,
-        },
-      }),
+      metricsExtra: tracingMetrics(tracing),
     });
   } catch (e) {
     await tracing.shutdown();

@@ -23,6 +23,7 @@ import { combineObservers, type HopObserver } from '../proxy/observer.ts';
 import { defaultLimits, type ServerLimits } from '../proxy/server.ts';
 import { systemClock, systemRandom, type Clock, type Random } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
+import { discoveryGauges } from './discovery.ts';
 import { openGatewayDiscovery, type GatewayDiscoveryDeps } from './gateway-discovery.ts';
 
 /** Attempts per request: the first plus two retries, as the sidecar (Istio's default policy). */
@@ -121,16 +122,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
   tls.refreshDefault = () => listeners.refreshDefaultCertificate();
   tls.refreshDefault();
   metrics.setSources({
-    discovery: () => {
-      const s = resolver.status();
-      return {
-        ready: s.ready,
-        subscriptions: s.subscriptions,
-        watches: s.watches,
-        staleServices: s.staleServices,
-        oldestStaleSeconds: 0,
-      };
-    },
+    discovery: () => discoveryGauges(resolver.status(), clock.now()),
     extra: () => {
       const g = store.status();
       return {

@@ -27,7 +27,7 @@ export interface Discovery extends Resolver {
   readonly namespace: string;
 }
 
-type DiscoveryConfig = Pick<
+export type DiscoveryConfig = Pick<
   Config,
   'source' | 'kubeconfig' | 'tokenDir' | 'namespace' | 'capture' | 'maxWatches' | 'snapshot'
 >;

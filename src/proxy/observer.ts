@@ -1,6 +1,6 @@
 /**
  * The narrow port through which tracing and metrics watch proxy hops. The proxy owns it; the
- * tracing engineer implements it in src/tracing/ and app.ts wires implementations together with
+ * tracing engineer implements it in src/tracing/ and src/compose/ wires implementations together with
  * combineObservers(). The proxy calls it on every request, so implementations must be cheap and
  * must never throw (a collector that is down costs spans, never requests).
  */

@@ -1,8 +1,8 @@
 /**
  * The hop-observer port as tracing sees it. The proxy owns the real port (src/proxy/observer.ts);
  * tracing may not import proxy/ (DESIGN.md section 2), so these types mirror it structurally and
- * app.ts passes a tracing observer wherever the proxy expects its HopObserver. Keep in step with
- * the proxy's file: a drift is a type error in app.ts, not a silent mismatch.
+ * src/compose/ passes a tracing observer wherever the proxy expects its HopObserver. Keep in step with
+ * the proxy's file: a drift is a type error in src/compose/, not a silent mismatch.
  */
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 

@@ -49,7 +49,7 @@ export interface TracingOptions {
 
 export interface Tracing {
   readonly enabled: boolean;
-  /** Structurally the proxy's HopObserver (src/proxy/observer.ts); app.ts passes it through. */
+  /** Structurally the proxy's HopObserver (src/proxy/observer.ts); src/compose/ passes it through. */
   readonly observer: HopObserver;
   /** Live option: re-applied without a restart when the annotation changes. */
   setSampling(ratio: number): void;

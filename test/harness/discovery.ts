@@ -5,7 +5,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { createDiscovery, type Discovery, type DiscoveryDeps } from '../../src/discovery/index.ts';
 import type { Resolution, ServiceKey } from '../../src/discovery/types.ts';
 import { systemClock, systemRandom } from '../../src/shared/clock.ts';
-import { memoryLogger } from '../../src/shared/log.ts';
+import { memoryLogger } from './memory-logger.ts';
 import type { TestContext } from 'node:test';
 import { startCluster, type TestCluster } from './cluster.ts';
 import { startFaultProxy, type FaultProxy } from './fault-proxy.ts';

@@ -3,10 +3,11 @@
 // package.json, proto/ and bin/, started as `node --max-semi-space-size=2 /app/dist/main.js`. This
 // test lays out the same tree from the installed packages (npm's own list of the production tree,
 // no network) and checks that every role starts from it, that a sidecar routes a request, that the
-// snapshot schema resolves, and that nothing is written into the tree (read-only root filesystem).
+// snapshot schema resolves, that nothing is written into the tree (read-only root filesystem), and
+// that no test-only code (fakes) ships.
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -79,6 +80,46 @@ test('the runtime tree holds no development dependency', () => {
   const modules = readdirSync(path.join(app, 'node_modules'));
   for (const dev of ['typescript', 'node', 'eslint', 'prettier']) assert.ok(!modules.includes(dev), dev);
   assert.ok(modules.includes('http-proxy'));
+});
+
+/** Relative modules a compiled module imports, statically or on use (`import(...)`). */
+function importsOf(file: string): string[] {
+  const text = readFileSync(file, 'utf8');
+  const specifiers = [...text.matchAll(/(?:\bfrom\s*|\bimport\s*\(?\s*)['"](\.{1,2}\/[^'"]+)['"]/g)];
+  return specifiers.map((m) => path.resolve(path.dirname(file), m[1] as string));
+}
+
+test('no test-only code ships: no fake, and every module in dist/ is reachable from main.js', () => {
+  const dist = path.join(app, 'dist');
+  const modules = readdirSync(dist, { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.js'))
+    .map((f) => path.join(dist, f));
+  const fakes = modules.filter(
+    (f) => /fake/i.test(path.basename(f)) || /\bclass Fake/.test(readFileSync(f, 'utf8')),
+  );
+  assert.deepEqual(
+    fakes.map((f) => path.relative(dist, f)),
+    [],
+    'fakes belong under test/',
+  );
+  const reached = new Set<string>();
+  const queue = [main];
+  for (let f = queue.pop(); f !== undefined; f = queue.pop()) {
+    if (reached.has(f)) continue;
+    reached.add(f);
+    queue.push(...importsOf(f).filter((m) => m.startsWith(dist + path.sep)));
+  }
+  // A module of types only compiles to an empty one that nothing loads at run time.
+  const typesOnly = (f: string): boolean =>
+    readFileSync(f, 'utf8')
+      .replace(/\/\*[\s\S]*?\*\//g, '')
+      .replace(/^\s*\/\/.*$/gm, '')
+      .trim() === 'export {};';
+  const unreached = modules
+    .filter((f) => !reached.has(f) && !typesOnly(f))
+    .map((f) => path.relative(dist, f));
+  assert.deepEqual(unreached, [], 'modules no command loads are test-only: move them under test/');
+  assert.ok(reached.size > 50, `the import walk found the modules (${reached.size})`);
 });
 
 test('every role starts from the runtime tree: proxy, webhook, gateway, the iptables init step, inject', () => {

@@ -11,7 +11,7 @@ import { startWebhookServer } from '../../src/injector/server.ts';
 import { injectorSettings } from '../../src/injector/settings.ts';
 import type { Container, PodLike } from '../../src/injector/types.ts';
 import { systemClock } from '../../src/shared/clock.ts';
-import { memoryLogger } from '../../src/shared/log.ts';
+import { memoryLogger } from '../harness/memory-logger.ts';
 import { startCluster, type TestCluster } from '../harness/cluster.ts';
 import {
   kubeRaw,

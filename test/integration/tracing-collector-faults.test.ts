@@ -5,7 +5,7 @@ import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { test } from 'node:test';
 import { createTracing, type Tracing } from '../../src/tracing/index.ts';
-import { memoryLogger } from '../../src/shared/log.ts';
+import { memoryLogger } from '../harness/memory-logger.ts';
 import { freePort } from '../harness/jaeger.ts';
 import { startEchoBackend, startRelay } from '../harness/tracing-relay.ts';
 

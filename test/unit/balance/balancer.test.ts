@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { FakeClock } from '../../../src/shared/fake-clock.ts';
+import { FakeClock } from '../../harness/fake-clock.ts';
 import { ServiceBalancer, type BalancerOptions } from '../../../src/balance/balancer.ts';
 
 /** Deterministic randomness: cycles through the given values. */

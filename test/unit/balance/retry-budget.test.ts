@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { FakeClock } from '../../../src/shared/fake-clock.ts';
+import { FakeClock } from '../../harness/fake-clock.ts';
 import { RetryBudget } from '../../../src/balance/retry-budget.ts';
 
 test('the budget allows the floor plus a ratio of recent requests', () => {

@@ -29,7 +29,7 @@ test('building the command tree loads no subcommand implementation (every sideca
     'the hook saw the CLI modules load',
   );
   const heavy = [
-    /\/src\/app\.ts$/,
+    /\/src\/compose\//,
     /\/src\/tracing\//,
     /\/src\/discovery\/(index|file-source|manifest|kube\/)/,
     /\/src\/proxy\//,

@@ -4,8 +4,8 @@ import { test } from 'node:test';
 import { parseTarget } from '../../../src/cli/resolve.ts';
 import { createDiscovery } from '../../../src/discovery/index.ts';
 import { isOutriggerError } from '../../../src/shared/errors.ts';
-import { FakeClock } from '../../../src/shared/fake-clock.ts';
-import { memoryLogger } from '../../../src/shared/log.ts';
+import { FakeClock } from '../../harness/fake-clock.ts';
+import { memoryLogger } from '../../harness/memory-logger.ts';
 
 const base = {
   kubeconfig: undefined,

@@ -6,8 +6,8 @@ import { test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { createFileResolver } from '../../../src/discovery/file-source.ts';
 import type { Resolution } from '../../../src/discovery/types.ts';
-import { FakeClock } from '../../../src/shared/fake-clock.ts';
-import { memoryLogger } from '../../../src/shared/log.ts';
+import { FakeClock } from '../../harness/fake-clock.ts';
+import { memoryLogger } from '../../harness/memory-logger.ts';
 
 const yaml = (ip: string): string => `
 apiVersion: v1

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
-import { FakeKubeApi, gone, status, unavailable } from '../../../src/discovery/kube/fake-api.ts';
+import { FakeKubeApi, gone, status, unavailable } from '../../harness/fake-kube-api.ts';
 import { Recovery } from '../../../src/discovery/recovery.ts';
 import { Reflector, type ReflectorSink } from '../../../src/discovery/reflector.ts';
-import { FakeClock } from '../../../src/shared/fake-clock.ts';
-import { memoryLogger } from '../../../src/shared/log.ts';
+import { FakeClock } from '../../harness/fake-clock.ts';
+import { memoryLogger } from '../../harness/memory-logger.ts';
 
 const PATH = '/apis/discovery.k8s.io/v1/namespaces/ns/endpointslices';
 const slice = (

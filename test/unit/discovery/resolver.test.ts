@@ -3,11 +3,11 @@ import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { FakeKubeApi, status, unavailable, type Fault } from '../../../src/discovery/kube/fake-api.ts';
+import { FakeKubeApi, status, unavailable, type Fault } from '../../harness/fake-kube-api.ts';
 import { createKubeResolver, type KubeResolverOptions } from '../../../src/discovery/resolver.ts';
 import type { Resolution, ServiceKey } from '../../../src/discovery/types.ts';
-import { FakeClock } from '../../../src/shared/fake-clock.ts';
-import { memoryLogger } from '../../../src/shared/log.ts';
+import { FakeClock } from '../../harness/fake-clock.ts';
+import { memoryLogger } from '../../harness/memory-logger.ts';
 
 const SVC = '/api/v1/services';
 const SLICES = (ns: string): string => `/apis/discovery.k8s.io/v1/namespaces/${ns}/endpointslices`;

@@ -14,8 +14,8 @@ import {
   SnapshotWriter,
 } from '../../../src/discovery/snapshot.ts';
 import { isOutriggerError } from '../../../src/shared/errors.ts';
-import { FakeClock } from '../../../src/shared/fake-clock.ts';
-import { memoryLogger } from '../../../src/shared/log.ts';
+import { FakeClock } from '../../harness/fake-clock.ts';
+import { memoryLogger } from '../../harness/memory-logger.ts';
 
 const golden = join(import.meta.dirname, '../../golden/discovery');
 

@@ -9,12 +9,12 @@ import { after, before, test } from 'node:test';
 import { SpanKind } from '@opentelemetry/api';
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace';
 import { startGateway, type Gateway } from '../../../src/compose/gateway.ts';
-import { FakeKubeApi } from '../../../src/discovery/kube/fake-api.ts';
+import { FakeKubeApi } from '../../harness/fake-kube-api.ts';
 import { CONTROLLER } from '../../../src/gateway/classes.ts';
 import { loadGatewayConfig } from '../../../src/config/gateway-options.ts';
 import { combineObservers, type HopObserver, type HopStart } from '../../../src/proxy/observer.ts';
 import { createTracing, type Tracing } from '../../../src/tracing/index.ts';
-import { memoryLogger } from '../../../src/shared/log.ts';
+import { memoryLogger } from '../../harness/memory-logger.ts';
 import { rawIngress } from './ingress-fixtures.ts';
 import { selfSigned, tlsSecretObject } from '../../harness/tls-certs.ts';
 

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { FakeKubeApi, status as httpStatus } from '../../../src/discovery/kube/fake-api.ts';
+import { FakeKubeApi, status as httpStatus } from '../../harness/fake-kube-api.ts';
 import { CONTROLLER } from '../../../src/gateway/classes.ts';
 import { StatusPublisher } from '../../../src/gateway/status.ts';
 import { createGatewayStore } from '../../../src/gateway/store.ts';
-import { FakeClock } from '../../../src/shared/fake-clock.ts';
-import { memoryLogger } from '../../../src/shared/log.ts';
+import { FakeClock } from '../../harness/fake-clock.ts';
+import { memoryLogger } from '../../harness/memory-logger.ts';
 import { rawIngress } from './ingress-fixtures.ts';
 
 const ING = '/apis/networking.k8s.io/v1/ingresses';

@@ -3,11 +3,11 @@ import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { FakeKubeApi, status, unavailable, type Fault } from '../../../src/discovery/kube/fake-api.ts';
+import { FakeKubeApi, status, unavailable, type Fault } from '../../harness/fake-kube-api.ts';
 import { CONTROLLER } from '../../../src/gateway/classes.ts';
 import { createGatewayStore, type GatewayStore } from '../../../src/gateway/store.ts';
-import { FakeClock } from '../../../src/shared/fake-clock.ts';
-import { memoryLogger } from '../../../src/shared/log.ts';
+import { FakeClock } from '../../harness/fake-clock.ts';
+import { memoryLogger } from '../../harness/memory-logger.ts';
 import { rawIngress } from './ingress-fixtures.ts';
 import { selfSigned, tlsSecretObject } from '../../harness/tls-certs.ts';
 

@@ -8,7 +8,7 @@ import { objectKey, slimTlsSecret, type TlsSecret } from '../../../src/gateway/o
 import { RouteTable } from '../../../src/gateway/table.ts';
 import { defaultLimits } from '../../../src/proxy/server.ts';
 import { systemClock } from '../../../src/shared/clock.ts';
-import { memoryLogger } from '../../../src/shared/log.ts';
+import { memoryLogger } from '../../harness/memory-logger.ts';
 import { ingress } from './ingress-fixtures.ts';
 import { selfSigned, tlsSecretObject } from '../../harness/tls-certs.ts';
 

@@ -7,8 +7,8 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { inClusterServer } from '../../../src/identity/in-cluster.ts';
 import { jwtExpiry, openTokenSource } from '../../../src/identity/token-source.ts';
 import { isOutriggerError } from '../../../src/shared/errors.ts';
-import { FakeClock } from '../../../src/shared/fake-clock.ts';
-import { memoryLogger } from '../../../src/shared/log.ts';
+import { FakeClock } from '../../harness/fake-clock.ts';
+import { memoryLogger } from '../../harness/memory-logger.ts';
 
 const jwt = (exp: number, tag: string): string =>
   [

@@ -11,7 +11,7 @@ import { applyPatch } from '../../../src/injector/patch.ts';
 import { levelForPath } from '../../../src/injector/server.ts';
 import { injectorSettings } from '../../../src/injector/settings.ts';
 import type { Container, PatchOp, PodLike } from '../../../src/injector/types.ts';
-import { memoryLogger } from '../../../src/shared/log.ts';
+import { memoryLogger } from '../../harness/memory-logger.ts';
 import { restrictedViolations } from './pss.ts';
 
 const dir = path.resolve(import.meta.dirname, '../../golden/injector');

@@ -10,8 +10,8 @@ import { X509Certificate } from 'node:crypto';
 import { loadConfig } from '../../../src/config/load.ts';
 import { startWebhookServer, type WebhookServer } from '../../../src/injector/server.ts';
 import { injectorSettings } from '../../../src/injector/settings.ts';
-import { FakeClock } from '../../../src/shared/fake-clock.ts';
-import { memoryLogger } from '../../../src/shared/log.ts';
+import { FakeClock } from '../../harness/fake-clock.ts';
+import { memoryLogger } from '../../harness/memory-logger.ts';
 import {
   makeWebhookCerts,
   opensslAvailable,

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { applyLiveOptions } from '../../../src/app.ts';
-import { memoryLogger } from '../../../src/shared/log.ts';
+import { applyLiveOptions } from '../../../src/compose/live-options.ts';
+import { memoryLogger } from '../../harness/memory-logger.ts';
 import { ep, service } from '../routing/fixtures.ts';
 import { closedPort, metric, send, startBackend, startProxy } from './harness.ts';
 

@@ -7,9 +7,14 @@ import {
   type ServerResponse,
 } from 'node:http';
 import { connect, createServer as createNetServer, type AddressInfo } from 'node:net';
-import { createDataPath, type DataPath, type DataPathConfig, type DataPathDeps } from '../../../src/app.ts';
-import { FakeResolver } from '../../../src/discovery/fake-resolver.ts';
-import { memoryLogger } from '../../../src/shared/log.ts';
+import {
+  createDataPath,
+  type DataPath,
+  type DataPathConfig,
+  type DataPathDeps,
+} from '../../../src/compose/data-path.ts';
+import { FakeResolver } from '../../harness/fake-resolver.ts';
+import { memoryLogger } from '../../harness/memory-logger.ts';
 
 /** Test backends and a sidecar on 127.0.0.1 with free ports; everything stays on loopback. */
 export interface Backend {

@@ -2,7 +2,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Destination } from '../../../src/proxy/capture-port.ts';
 import { podAddressCheck } from '../../../src/proxy/pod-addresses.ts';
-import { FakeClock } from '../../../src/shared/fake-clock.ts';
+import { FakeClock } from '../../harness/fake-clock.ts';
 import { raw, send, startBackend, startProxy, type Backend, type Proxy } from './harness.ts';
 
 /**

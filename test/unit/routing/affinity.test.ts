@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { FakeClock } from '../../../src/shared/fake-clock.ts';
+import { FakeClock } from '../../harness/fake-clock.ts';
 import { AffinityTable } from '../../../src/routing/affinity.ts';
 
 test('ClientIP affinity sticks until the idle timeout, refreshed by use', async () => {

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { FakeResolver } from '../../../src/discovery/fake-resolver.ts';
+import { FakeResolver } from '../../harness/fake-resolver.ts';
 import type { Endpoint } from '../../../src/discovery/types.ts';
 import { inZone, Router } from '../../../src/routing/router.ts';
 import { ep, service } from './fixtures.ts';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Backoff } from '../../../src/shared/backoff.ts';
-import { FakeClock } from '../../../src/shared/fake-clock.ts';
+import { FakeClock } from '../../harness/fake-clock.ts';
 
 test('full jitter stays within the doubling ceiling and the cap', () => {
   const b = new Backoff({ initialMs: 100, maxMs: 1_000, factor: 2 }, () => 0.999);

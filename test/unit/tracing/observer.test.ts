@@ -5,7 +5,7 @@ import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trace';
 import { createTracing, type Tracing } from '../../../src/tracing/index.ts';
 import type { HopStart } from '../../../src/tracing/hop.ts';
-import { memoryLogger } from '../../../src/shared/log.ts';
+import { memoryLogger } from '../../harness/memory-logger.ts';
 
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
 const PARENT = '00f067aa0ba902b7';

@@ -4,8 +4,8 @@ import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace';
 import { createTracing, type TracingOptions } from '../../../src/tracing/index.ts';
 import type { HopStart } from '../../../src/tracing/hop.ts';
-import { FakeClock } from '../../../src/shared/fake-clock.ts';
-import { memoryLogger } from '../../../src/shared/log.ts';
+import { FakeClock } from '../../harness/fake-clock.ts';
+import { memoryLogger } from '../../harness/memory-logger.ts';
 
 /** An exporter whose batches wait until the test answers them. */
 class HeldExporter implements SpanExporter {

@@ -1,4 +1,4 @@
-import { sleepOn, type Clock, type Timer } from './clock.ts';
+import { sleepOn, type Clock, type Timer } from '../../src/shared/clock.ts';
 
 /** A manual clock for tests: time moves only when advance() is called. */
 export class FakeClock implements Clock {

@@ -1,5 +1,11 @@
-import type { DiscoveryStatus, Resolution, Resolver, ServiceInfo, ServiceKey } from './types.ts';
-import { keyString } from './types.ts';
+import type {
+  DiscoveryStatus,
+  Resolution,
+  Resolver,
+  ServiceInfo,
+  ServiceKey,
+} from '../../src/discovery/types.ts';
+import { keyString } from '../../src/discovery/types.ts';
 
 /** A Resolver over fixed data, for unit tests of routing, balancing and the proxy. */
 export class FakeResolver implements Resolver {

@@ -1,0 +1,100 @@
+/**
+ * `outrigger proxy`, the sidecar: the configuration (flags, env, pod annotations), discovery,
+ * tracing, transparent capture's original destination, the data path over them, live options and
+ * the drain on SIGTERM.
+ */
+import { join } from 'node:path';
+import { loadConfig, type ConfigInputs } from '../config/load.ts';
+import type { Config } from '../config/options.ts';
+import type { OriginalDestination } from '../proxy/capture-port.ts';
+import { systemClock, systemRandom } from '../shared/clock.ts';
+import { createLogger, type LogLevel } from '../shared/log.ts';
+import { createDataPath } from './data-path.ts';
+import { openDiscovery } from './discovery.ts';
+import { annotationsFile, applyLiveOptions, readPodFile, watchAnnotations } from './live-options.ts';
+import { openTracing, tracingMetrics } from './tracing.ts';
+
+export async function runSidecar(
+  inputs: ConfigInputs,
+  env: Record<string, string | undefined> = process.env,
+): Promise<void> {
+  const podInfoDir = loadConfig({ ...inputs, annotations: {} }).podInfoDir;
+  const config = loadConfig({ ...inputs, annotations: readPodFile(annotationsFile(podInfoDir)) });
+  const clock = systemClock;
+  const log = createLogger({ level: config.logLevel as LogLevel, base: { component: 'outrigger' } });
+  const discovery = await openDiscovery(config, { clock, random: systemRandom, log, env });
+  const labels = readPodFile(join(podInfoDir, 'labels'));
+  const zone = config.zone ?? labels['topology.kubernetes.io/zone'];
+  const { tracing, pod } = openTracing(config, { env, labels, log });
+  const originalDestination = await captureDestination(config);
+  const dataPath = createDataPath(config, {
+    resolver: discovery,
+    namespace: discovery.namespace,
+    ...(pod.nodeName ? { nodeName: pod.nodeName } : {}),
+    ...(zone ? { zone } : {}),
+    ...(env.OUTRIGGER_POD_IP ? { podIP: env.OUTRIGGER_POD_IP } : {}),
+    log,
+    clock,
+    // A disabled tracer is a no-op observer: leave it out of the per-request fan-out.
+    ...(tracing.enabled ? { observer: tracing.observer } : {}),
+    ...(originalDestination ? { originalDestination } : {}),
+    configView: () => config,
+    drainGraceMs: config.drainSeconds * 1000,
+    metricsExtra: tracingMetrics(tracing),
+  });
+  try {
+    await dataPath.start();
+  } catch (e) {
+    // A port in use must not leave discovery's watches and timers holding the process open.
+    await Promise.allSettled([dataPath.close(), tracing.shutdown(), discovery.close()]);
+    throw e;
+  }
+  log.info('outrigger proxy started', {
+    ...dataPath.ports(),
+    capture: config.capture,
+    source: config.source.kind,
+  });
+
+  const watcher = watchAnnotations(podInfoDir, log, () =>
+    applyLiveOptions(inputs, readPodFile(annotationsFile(podInfoDir)), { log, tracing }),
+  );
+
+  await new Promise<void>((resolve) => {
+    let stopping = false;
+    const stop = (signal: string): void => {
+      if (stopping) {
+        // A second signal (an impatient Ctrl-C) ends the drain.
+        log.warn('second signal: exiting without finishing the drain', { signal });
+        process.exit(1);
+      }
+      stopping = true;
+      log.info('shutting down', { signal, drainSeconds: config.drainSeconds });
+      watcher?.close();
+      void dataPath
+        .drain(config.drainSeconds * 1000)
+        .then(() => Promise.allSettled([tracing.shutdown(), discovery.close(), dataPath.close()]))
+        .finally(resolve);
+    };
+    process.on('SIGTERM', () => stop('SIGTERM'));
+    process.on('SIGINT', () => stop('SIGINT'));
+  });
+}
+
+/** Transparent capture: where a redirected connection was going (SO_ORIGINAL_DST). */
+async function captureDestination(
+  config: Pick<Config, 'capture' | 'egressPort' | 'ingressPort' | 'adminPort'>,
+): Promise<OriginalDestination | undefined> {
+  if (config.capture !== 'transparent') return undefined;
+  const capture = await import('../proxy/capture/original-destination.ts');
+  const listeners = [
+    { address: '127.0.0.1', port: config.egressPort },
+    { address: '::1', port: config.egressPort },
+    { port: config.ingressPort },
+    { port: config.adminPort },
+  ];
+  // A connection that was not redirected reports our own listener: that is no destination.
+  return (socket) => {
+    const d = capture.originalDestination(socket);
+    return d && !capture.isOwnListener(d, listeners) ? d : undefined;
+  };
+}
