@@ -6,13 +6,10 @@
  */
 import { AdminServer } from '../admin/server.ts';
 import { Metrics } from '../admin/metrics.ts';
-import { Balancers, type Algorithm } from '../balance/balancer.ts';
 import type { Config } from '../config/options.ts';
 import type { Resolver } from '../discovery/types.ts';
-import { AgentPool } from '../proxy/agents.ts';
 import type { OriginalDestination } from '../proxy/capture-port.ts';
 import { EgressHandler } from '../proxy/egress.ts';
-import { Forwarder } from '../proxy/forward.ts';
 import { IngressHandler } from '../proxy/ingress.ts';
 import { metricsObserver } from '../proxy/metrics-observer.ts';
 import { podAddressCheck } from '../proxy/pod-addresses.ts';
@@ -25,6 +22,7 @@ import { systemClock, systemRandom, type Clock, type Random } from '../shared/cl
 import type { Logger } from '../shared/log.ts';
 import { appGone } from './app-gone.ts';
 import { discoveryGauges, discoveryReadiness } from './discovery.ts';
+import { createUpstream } from './upstream.ts';
 
 export type DataPathConfig = Pick<
   Config,
@@ -96,23 +94,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     metricsObserver(metrics, clock),
     ...(deps.observer ? [deps.observer] : []),
   );
-  const balancers = new Balancers({
-    algorithm: config.balancer as Algorithm,
-    clock,
-    random,
-    onEject: (service, endpoint) => {
-      metrics.ejection(service);
-      log.warn('endpoint ejected', { service, endpoint });
-    },
-  });
-  const agents = new AgentPool();
-  const forwarder = new Forwarder({
-    agents,
-    clock,
-    connectTimeoutMs: config.connectTimeoutMs,
-    responseTimeoutMs: config.requestTimeoutMs,
-    idleTimeoutMs: config.idleTimeoutMs,
-  });
+  const { balancers, agents, forwarder } = createUpstream(config, { metrics, log, clock, random });
   const ownPorts = new Set([config.egressPort, config.ingressPort, config.adminPort]);
   // Egress may reach the ingress listener (it delivers to the app, never back): a pod calling itself.
   const egressLoopPorts = new Set([config.egressPort, config.adminPort]);

@@ -3,6 +3,7 @@ import { loadGatewayConfig, type GatewayOptionName } from '../config/gateway-opt
 import { systemClock } from '../shared/clock.ts';
 import { createLogger, type LogLevel } from '../shared/log.ts';
 import { startGateway, type Gateway } from './gateway.ts';
+import { untilStopped } from './signals.ts';
 import { openTracing, tracingMetrics } from './tracing.ts';
 
 export async function runGateway(
@@ -37,22 +38,10 @@ export async function runGateway(
     ...gateway.ports(),
     watchNamespace: config.watchNamespace ?? '(all)',
   });
-  await new Promise<void>((resolve) => {
-    let stopping = false;
-    const stop = (signal: string): void => {
-      if (stopping) {
-        log.warn('second signal: exiting without finishing the drain', { signal });
-        process.exit(1);
-      }
-      stopping = true;
-      log.info('shutting down', { signal, drainSeconds: config.drainSeconds });
-      void gateway
-        .drain(config.drainSeconds * 1000)
-        .then(() => Promise.allSettled([gateway.close(), tracing.shutdown()]))
-        .then(() => link.close())
-        .finally(resolve);
-    };
-    process.on('SIGTERM', () => stop('SIGTERM'));
-    process.on('SIGINT', () => stop('SIGINT'));
-  });
+  await untilStopped(log, config.drainSeconds, () =>
+    gateway
+      .drain(config.drainSeconds * 1000)
+      .then(() => Promise.allSettled([gateway.close(), tracing.shutdown()]))
+      .then(() => link.close()),
+  );
 }

@@ -8,7 +8,6 @@
  */
 import { AdminServer } from '../admin/server.ts';
 import { Metrics } from '../admin/metrics.ts';
-import { Balancers, type Algorithm } from '../balance/balancer.ts';
 import type { KubeApi } from '../discovery/kube/api.ts';
 import type { KubeResolver } from '../discovery/resolver.ts';
 import { Certificates } from '../gateway/certs.ts';
@@ -16,8 +15,6 @@ import { IngressGatewayHandler } from '../gateway/handler.ts';
 import { GatewayListeners } from '../gateway/listeners.ts';
 import type { GatewayConfig } from '../config/gateway-options.ts';
 import type { GatewayStore } from '../gateway/store.ts';
-import { AgentPool } from '../proxy/agents.ts';
-import { Forwarder } from '../proxy/forward.ts';
 import { metricsObserver } from '../proxy/metrics-observer.ts';
 import { combineObservers, type HopObserver } from '../proxy/observer.ts';
 import { defaultLimits, type ServerLimits } from '../proxy/server.ts';
@@ -25,6 +22,7 @@ import { systemClock, systemRandom, type Clock, type Random } from '../shared/cl
 import type { Logger } from '../shared/log.ts';
 import { discoveryGauges } from './discovery.ts';
 import { openGatewayDiscovery, type GatewayDiscoveryDeps } from './gateway-discovery.ts';
+import { createUpstream } from './upstream.ts';
 
 /** Attempts per request: the first plus two retries, as the sidecar (Istio's default policy). */
 const MAX_ATTEMPTS = 3;
@@ -65,23 +63,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     tls.refreshDefault();
   });
   const { store, resolver } = discovery;
-  const balancers = new Balancers({
-    algorithm: config.balancer as Algorithm,
-    clock,
-    random,
-    onEject: (service, endpoint) => {
-      metrics.ejection(service);
-      log.warn('endpoint ejected', { service, endpoint });
-    },
-  });
-  const agents = new AgentPool();
-  const forwarder = new Forwarder({
-    agents,
-    clock,
-    connectTimeoutMs: config.connectTimeoutMs,
-    responseTimeoutMs: config.requestTimeoutMs,
-    idleTimeoutMs: config.idleTimeoutMs,
-  });
+  const { balancers, agents, forwarder } = createUpstream(config, { metrics, log, clock, random });
   // Gateway hops are counted under their own direction label; tracing sees them as SERVER spans.
   const gatewayMetrics = {
     request: (_d: string, service: string, status: number, error: string, s: number) =>
