@@ -69,6 +69,8 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     request: (_d: string, service: string, status: number, error: string, s: number) =>
       metrics.request('gateway', service, status, error, s),
     retry: (_d: string, service: string, reason: string) => metrics.retry('gateway', service, reason),
+    grpcCall: (_d: string, service: string, grpcStatus: number) =>
+      metrics.grpcCall('gateway', service, grpcStatus),
   };
   const observer = combineObservers(
     metricsObserver(gatewayMetrics, clock),
