@@ -24,30 +24,56 @@ export function sourcesBuild(): BenchBuild {
   };
 }
 
-export function compiledBuild(): BenchBuild {
-  mkdirSync(out, { recursive: true });
-  process.once('exit', () => rmSync(out, { recursive: true, force: true }));
+/** Compiles `src` of a checkout (the repository, or an exported ref under it) into `dest/dist`. */
+function compile(root: string, dest: string): void {
   const tsc = path.join(repo, 'node_modules/typescript/bin/tsc');
   const r = spawnSync(
     process.execPath,
     [
       tsc,
       '-p',
-      path.join(repo, 'tsconfig.build.json'),
+      path.join(root, 'tsconfig.build.json'),
       '--outDir',
-      path.join(out, 'dist'),
+      path.join(dest, 'dist'),
       '--sourceMap',
       'false',
     ],
     { encoding: 'utf8', timeout: 300_000 },
   );
   // Type errors still emit JavaScript; only a build with nothing to run is fatal.
-  if (r.status !== 0 && !existsSync(path.join(out, 'dist/main.js')))
+  if (r.status !== 0 && !existsSync(path.join(dest, 'dist/main.js')))
     throw new Error(`bench: tsc build failed: ${r.stdout}${r.stderr}`);
   if (r.status !== 0)
     process.stderr.write(`bench: tsc reported errors (JavaScript emitted anyway):\n${r.stdout}`);
+}
+
+export function compiledBuild(): BenchBuild {
+  mkdirSync(out, { recursive: true });
+  process.once('exit', () => rmSync(out, { recursive: true, force: true }));
+  compile(repo, out);
   const proxies = path.join(out, 'node-proxies.mjs');
   const source = readFileSync(path.join(repo, 'scripts/bench/node-proxies.ts'), 'utf8');
   writeFileSync(proxies, stripTypeScriptTypes(source));
   return { main: path.join(out, 'dist/main.js'), nodeProxies: proxies };
+}
+
+/**
+ * The sidecar as another git ref has it (e.g. `main`, for before/after rows in one run): its
+ * `src` and build config exported next to this run's build, compiled against the installed
+ * packages. Returns the CLI entry point.
+ */
+export function refBuild(ref: string): string {
+  const dest = path.join(out, `ref-${ref.replace(/[^\w.-]/g, '_')}`);
+  mkdirSync(dest, { recursive: true });
+  const files = ['src', 'tsconfig.json', 'tsconfig.build.json', 'package.json'];
+  const r = spawnSync(
+    'bash',
+    ['-c', 'git -C "$1" archive "$2" -- "${@:3}" | tar -x -C "$0"', dest, repo, ref, ...files],
+    {
+      encoding: 'utf8',
+    },
+  );
+  if (r.status !== 0) throw new Error(`bench: cannot export ${ref}: ${r.stderr}`);
+  compile(dest, dest);
+  return path.join(dest, 'dist/main.js');
 }

@@ -1,19 +1,18 @@
-// The gateway's rows in the benchmark, with Skipper as its peer, in front of the same backend:
-// - `outrigger gateway` (compiled, as the image runs it) routing Host: gateway-bench through one
-//   Ingress to the backend's EndpointSlice. It reads them from a loopback stand-in for the API
-//   server (HTTPS, one list each, watches held open and silent), so no cluster is needed and the
-//   request path is exactly the production one. Tracing at the default 1% to a discarding sink.
-// - Skipper v0.23.0 with one static route (`-routes-file`), GOMAXPROCS=1, access log off.
+// The gateway's row in the benchmark, in front of the same backend as its peers (Skipper among
+// them): `outrigger gateway` (compiled, as the image runs it) routing Host: gateway-bench through
+// one Ingress to the backend's EndpointSlice. It reads them from a loopback stand-in for the API
+// server (HTTPS, one list each, watches held open and silent), so no cluster is needed and the
+// request path is exactly the production one. Tracing at the default 1% to the discarding sink.
 import type { ChildProcess } from 'node:child_process';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import https from 'node:https';
-import { homedir } from 'node:os';
 import path from 'node:path';
 import { httpGet } from '../../test/harness/http-get.ts';
 import { selfSignedFor } from '../../test/harness/tls-certs.ts';
 import { writeTokenDir } from '../../test/harness/token-dir.ts';
-import type { BenchTarget } from './run.ts';
+import type { BenchTarget } from './peers.ts';
+import { benchPort } from './procs.ts';
 
 export interface GatewayBenchEnv {
   dir: string;
@@ -22,8 +21,13 @@ export interface GatewayBenchEnv {
   launch(cmd: string, argv: string[], opts?: { env?: NodeJS.ProcessEnv }): ChildProcess;
 }
 
-const PORTS = { http: 18096, https: 18097, admin: 18098, api: 18099, skipper: 18092 };
-const SKIPPER = path.join(homedir(), '.cache/outrigger-testbins/bin/skipper-v0.23.0-go1.26.8/skipper');
+const PORTS = {
+  http: benchPort(30),
+  https: benchPort(31),
+  admin: benchPort(32),
+  api: benchPort(33),
+  sink: benchPort(15),
+};
 
 /** The objects the stand-in API server lists: one class, one Ingress, its Service and endpoints. */
 function collections(backendPort: number): Record<string, unknown[]> {
@@ -138,7 +142,7 @@ export function gatewayTargets(env: GatewayBenchEnv): BenchTarget[] {
             '--admin-port',
             String(PORTS.admin),
             '--trace-endpoint',
-            'http://127.0.0.1:18095/',
+            `http://127.0.0.1:${PORTS.sink}/`,
             '--log-level',
             'warn',
           ],
@@ -153,29 +157,6 @@ export function gatewayTargets(env: GatewayBenchEnv): BenchTarget[] {
       ],
       ready: () => readyz(PORTS.admin),
       note: 'HTTP listener, Host: gateway-bench -> Ingress rule -> EndpointSlice endpoint (the backend)',
-    });
-  }
-  if (existsSync(SKIPPER)) {
-    const routes = path.join(env.dir, 'skipper.eskip');
-    writeFileSync(routes, `all: * -> "http://127.0.0.1:${env.backendPort}";\n`);
-    out.push({
-      name: 'skipper',
-      port: PORTS.skipper,
-      authority: `127.0.0.1:${PORTS.skipper}`,
-      start: () => [
-        env.launch(
-          SKIPPER,
-          [
-            `-address=127.0.0.1:${PORTS.skipper}`,
-            `-routes-file=${routes}`,
-            '-access-log-disabled',
-            '-support-listener=',
-            '-application-log-level=WARN',
-          ],
-          { env: { ...process.env, GOMAXPROCS: '1' } },
-        ),
-      ],
-      note: 'Skipper v0.23.0 (Go module build), one static route, GOMAXPROCS=1, access log off',
     });
   }
   return out;

@@ -10,7 +10,8 @@ import http from 'node:http';
 import path from 'node:path';
 import { httpGet } from '../../test/harness/http-get.ts';
 import { serviceYaml } from '../../test/harness/tracing-relay.ts';
-import type { BenchTarget } from './run.ts';
+import type { BenchTarget } from './peers.ts';
+import { benchPort } from './procs.ts';
 
 export interface OutriggerEnv {
   dir: string;
@@ -18,12 +19,19 @@ export interface OutriggerEnv {
   /** The outrigger CLI entry point (compiled or source). */
   main: string;
   launch(cmd: string, argv: string[], opts?: { env?: NodeJS.ProcessEnv }): ChildProcess;
+  /**
+   * `--max-semi-space-size` values (MiB) for extra one-hop rows, 'default' for V8's own sizing; the
+   * main rows use 2 MiB as the image does.
+   */
+  semiSpaces?: string[];
+  /** Appended to the row names, e.g. " (main)" for a baseline build. */
+  label?: string;
 }
 
 /** Ports: A is the client-side sidecar, B the server-side one. */
-const A = { egress: 18086, ingress: 18087, admin: 18088 };
-const B = { egress: 18089, ingress: 18090, admin: 18091 };
-const OTLP_SINK = 18095;
+const A = { egress: benchPort(6), ingress: benchPort(7), admin: benchPort(8) };
+const B = { egress: benchPort(9), ingress: benchPort(10), admin: benchPort(11) };
+const OTLP_SINK = benchPort(15);
 
 /** Whether this checkout has `outrigger proxy` yet. */
 function proxyAvailable(main: string): boolean {
@@ -44,7 +52,14 @@ async function readyz(adminPort: number, timeoutMs = 20_000): Promise<void> {
 }
 
 /** A loopback OTLP/HTTP collector that accepts and discards, so span export costs what it would. */
+let sinkStarted: Promise<http.Server> | undefined;
+
+/** Started once however many builds' rows are in the run. */
 function startSink(): Promise<http.Server> {
+  return (sinkStarted ??= listenSink());
+}
+
+function listenSink(): Promise<http.Server> {
   const server = http.createServer((req, res) => {
     req.resume();
     req.on('end', () => res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end());
@@ -52,30 +67,66 @@ function startSink(): Promise<http.Server> {
   return new Promise((resolve) => server.listen(OTLP_SINK, '127.0.0.1', () => resolve(server)));
 }
 
-function sidecar(env: OutriggerEnv, source: string, ports: typeof A, extra: string[] = []): ChildProcess {
-  return env.launch(process.execPath, [
-    // As the image and bin/outrigger.js run it (docs/benchmarks.md, "Memory").
-    '--max-semi-space-size=2',
-    env.main,
+export interface SidecarPorts {
+  egress: number;
+  ingress: number;
+  admin: number;
+}
+
+/** Node and `outrigger proxy` arguments of a benchmark sidecar (file source, explicit capture). */
+export function sidecarArgs(o: {
+  main: string;
+  source: string;
+  ports: SidecarPorts;
+  otlpPort: number;
+  semiSpace?: string;
+  nodeFlags?: string[];
+  extra?: string[];
+}): string[] {
+  const semi = o.semiSpace ?? '2'; // as the image and bin/outrigger.js run it (docs/benchmarks.md, "Memory")
+  return [
+    ...(semi === 'default' ? [] : [`--max-semi-space-size=${semi}`]),
+    ...(o.nodeFlags ?? []),
+    o.main,
     'proxy',
     '--source',
-    `file:${source}`,
+    `file:${o.source}`,
     '--capture',
     'explicit',
     '--namespace',
     'bench',
     '--egress-port',
-    String(ports.egress),
+    String(o.ports.egress),
     '--ingress-port',
-    String(ports.ingress),
+    String(o.ports.ingress),
     '--admin-port',
-    String(ports.admin),
+    String(o.ports.admin),
     '--trace-endpoint',
-    `http://127.0.0.1:${OTLP_SINK}/`,
+    `http://127.0.0.1:${o.otlpPort}/`,
     '--log-level',
     'warn',
-    ...extra,
-  ]);
+    ...(o.extra ?? []),
+  ];
+}
+
+function sidecar(
+  env: OutriggerEnv,
+  source: string,
+  ports: SidecarPorts,
+  extra: string[] = [],
+  semiSpace?: string,
+): ChildProcess {
+  return env.launch(
+    process.execPath,
+    sidecarArgs({
+      main: env.main,
+      source,
+      ports,
+      otlpPort: OTLP_SINK,
+      extra,
+      ...(semiSpace ? { semiSpace } : {}),
+    }),
+  );
 }
 
 export async function outriggerTargets(env: OutriggerEnv): Promise<BenchTarget[]> {
@@ -93,18 +144,21 @@ export async function outriggerTargets(env: OutriggerEnv): Promise<BenchTarget[]
       serviceYaml('two-hop', 'bench', B.ingress, '10.96.0.52'),
   );
   const sink = await startSink();
-  process.once('exit', () => sink.close());
+  if (!env.label) process.once('exit', () => sink.close());
+  const label = env.label ?? '';
+  const oneHop = (name: string, semiSpace?: string): BenchTarget => ({
+    name: `${name}${label}`,
+    port: A.egress,
+    authority: 'one-hop',
+    start: () => [sidecar(env, source, A, [], semiSpace)],
+    ready: () => readyz(A.admin),
+    adminPorts: [A.admin],
+    note: 'egress listener, explicit mode, Host: one-hop -> file-source Service -> backend',
+  });
   return [
+    oneHop('outrigger 1 hop'),
     {
-      name: 'outrigger 1 hop',
-      port: A.egress,
-      authority: 'one-hop',
-      start: () => [sidecar(env, source, A)],
-      ready: () => readyz(A.admin),
-      note: 'egress listener, explicit mode, Host: one-hop -> file-source Service -> backend',
-    },
-    {
-      name: 'outrigger 2 hops',
+      name: `outrigger 2 hops${label}`,
       port: A.egress,
       authority: 'two-hop',
       start: () => [
@@ -115,7 +169,11 @@ export async function outriggerTargets(env: OutriggerEnv): Promise<BenchTarget[]
         await readyz(A.admin);
         await readyz(B.admin);
       },
+      adminPorts: [A.admin, B.admin],
       note: "egress of sidecar A -> ingress of sidecar B -> backend; CPU and RSS are both sidecars' sums",
     },
+    ...(env.semiSpaces ?? []).map((s) =>
+      oneHop(`outrigger 1 hop semi-space ${s === 'default' ? 'default' : `${s} MiB`}`, s),
+    ),
   ];
 }

@@ -1,5 +1,5 @@
 // Tracing overhead in one run: throughput and p99 latency through one sidecar hop (the real data
-// path: egress listener, routing, balancing, http-proxy) with tracing disabled, and with sampling
+// path: egress listener, routing, balancing, the upstream client) with tracing disabled, and with sampling
 // 0, 0.01 and 1.0, as ratios to "disabled". Loopback only (DESIGN.md section 10); every run is
 // bounded by wrk's duration.
 //

@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { outriggerVersion } from '../shared/version.ts';
+import { registerEventLoopDelay } from './event-loop.ts';
 
 /**
  * The sidecar's Prometheus metrics. Names follow Istio's and Linkerd's shapes (requests by
@@ -112,6 +113,7 @@ export class Metrics {
       'Age of the oldest stale discovery entry',
       (d) => d.oldestStaleSeconds,
     );
+    registerEventLoopDelay(this.registry);
   }
 
   setSources(sources: MetricsSources): void {

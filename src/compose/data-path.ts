@@ -97,7 +97,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     metricsObserver(metrics, clock),
     ...(deps.observer ? [deps.observer] : []),
   );
-  const { balancers, agents, forwarder } = createUpstream(config, { metrics, log, clock, random });
+  const { balancers, upstream, forwarder } = createUpstream(config, { metrics, log, clock, random });
   const ownPorts = new Set([config.egressPort, config.ingressPort, config.adminPort]);
   // Egress may reach the ingress listener (it delivers to the app, never back): a pod calling itself.
   const egressLoopPorts = new Set([config.egressPort, config.adminPort]);
@@ -211,7 +211,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       balancer: () => balancers.view(),
       connections: () => ({
         ...sidecar.connections(),
-        upstream: agents.stats(),
+        upstream: upstream.stats(),
         upstreamH2: h2.pool.stats(),
       }),
     },
@@ -239,7 +239,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     },
     async close() {
       sidecar.close();
-      agents.destroy();
+      upstream.close();
       h2.pool.close();
       await admin.close();
     },

@@ -63,7 +63,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     tls.refreshDefault();
   });
   const { store, resolver } = discovery;
-  const { balancers, agents, forwarder } = createUpstream(config, { metrics, log, clock, random });
+  const { balancers, upstream, forwarder } = createUpstream(config, { metrics, log, clock, random });
   // Gateway hops are counted under their own direction label; tracing sees them as SERVER spans.
   const gatewayMetrics = {
     request: (_d: string, service: string, status: number, error: string, s: number) =>
@@ -143,11 +143,12 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
       certificates: () => certs.served(),
       config: () => config,
       balancer: () => balancers.view(),
+      upstream: () => upstream.stats(),
     },
   });
   const closeAll = async (): Promise<void> => {
     listeners.close();
-    agents.destroy();
+    upstream.close();
     await Promise.allSettled([admin.close(), discovery.close()]);
   };
   try {

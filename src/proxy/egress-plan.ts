@@ -82,12 +82,7 @@ export async function decide(
   const balancer = policy.balancers.for(serviceKey);
   // Each request or stream routed here is one the budget's retry ratio is taken from.
   balancer.budget.deposit();
-  const byId = new Map<string, Upstream>();
-  for (const e of endpoints) {
-    const up = { id: endpointId(e.address, e.port), host: e.address, port: e.port };
-    byId.set(up.id, up);
-  }
-  const ids = [...byId.keys()];
+  const { byId, ids } = indexed(endpoints);
   balancer.retain(ids);
   // Last-known-good rule 4: stale endpoints that all keep failing give way to the cluster's own path.
   if (route.stale && original && balancer.allEjected(ids))
@@ -130,6 +125,31 @@ export async function decide(
     maxAttempts: policy.maxAttempts,
     budget: balancer.budget,
   };
+}
+
+interface EndpointIndex {
+  byId: ReadonlyMap<string, Upstream>;
+  ids: readonly string[];
+}
+
+/**
+ * The upstreams of an endpoint list, built once per list: discovery hands out the same array until
+ * the Service's endpoints change, so a request does not rebuild them.
+ */
+const indexes = new WeakMap<readonly { address: string; port: number }[], EndpointIndex>();
+
+function indexed(endpoints: readonly { address: string; port: number }[]): EndpointIndex {
+  let index = indexes.get(endpoints);
+  if (!index) {
+    const byId = new Map<string, Upstream>();
+    for (const e of endpoints) {
+      const up = { id: endpointId(e.address, e.port), host: e.address, port: e.port };
+      byId.set(up.id, up);
+    }
+    index = { byId, ids: [...byId.keys()] };
+    indexes.set(endpoints, index);
+  }
+  return index;
 }
 
 function single(policy: EgressPolicy, target: Destination, service?: string, stale = false): Decision {

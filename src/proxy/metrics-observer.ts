@@ -1,5 +1,5 @@
 import type { Clock } from '../shared/clock.ts';
-import type { HopObserver } from './observer.ts';
+import type { Hop, HopEnd, HopObserver } from './observer.ts';
 
 /** What the proxy reports to metrics; the admin module's Metrics implements it. */
 export interface ProxyMetricsSink {
@@ -11,21 +11,38 @@ export interface ProxyMetricsSink {
 
 /** A HopObserver that counts every hop (requests by direction/service/status, latency, retries, gRPC status). */
 export function metricsObserver(sink: ProxyMetricsSink, clock: Clock): HopObserver {
-  return {
-    startHop(info) {
-      const started = clock.now();
-      let service = '';
-      return {
-        setService: (s) => void (service = s),
-        setEndpoint: () => {},
-        addRetry: (reason) => sink.retry(info.direction, service, reason),
-        setStale: () => {},
-        inject: () => {},
-        end: (r) => {
-          sink.request(info.direction, service, r.status, r.errorCode ?? '', (clock.now() - started) / 1000);
-          if (r.grpcStatus !== undefined) sink.grpcCall(info.direction, service, r.grpcStatus);
-        },
-      };
-    },
-  };
+  return { startHop: (info) => new MetricsHop(sink, clock, info.direction) };
+}
+
+class MetricsHop implements Hop {
+  readonly #sink: ProxyMetricsSink;
+  readonly #clock: Clock;
+  readonly #direction: string;
+  readonly #started: number;
+  #service = '';
+
+  constructor(sink: ProxyMetricsSink, clock: Clock, direction: string) {
+    this.#sink = sink;
+    this.#clock = clock;
+    this.#direction = direction;
+    this.#started = clock.now();
+  }
+
+  setService(service: string): void {
+    this.#service = service;
+  }
+
+  setEndpoint(): void {}
+  setStale(): void {}
+  inject(): void {}
+
+  addRetry(reason: string): void {
+    this.#sink.retry(this.#direction, this.#service, reason);
+  }
+
+  end(r: HopEnd): void {
+    const seconds = (this.#clock.now() - this.#started) / 1000;
+    this.#sink.request(this.#direction, this.#service, r.status, r.errorCode ?? '', seconds);
+    if (r.grpcStatus !== undefined) this.#sink.grpcCall(this.#direction, this.#service, r.grpcStatus);
+  }
 }

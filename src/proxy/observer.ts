@@ -66,54 +66,106 @@ const noopHop: Hop = {
 
 export const noopObserver: HopObserver = { startHop: () => noopHop };
 
-/** Fans each hop out to several observers; one that throws is isolated from the request. */
+/**
+ * Fans each hop out to several observers; one that throws is isolated from the request. A class,
+ * not closures: this runs for every request, and one object per hop is all it allocates.
+ */
 export function combineObservers(...observers: HopObserver[]): HopObserver {
   if (observers.length === 0) return noopObserver;
   if (observers.length === 1 && observers[0]) return observers[0];
   return {
     startHop(info) {
-      const hops = observers.map((o) => guard(() => o.startHop(info)) ?? noopHop);
-      const each =
-        <A extends unknown[]>(f: (h: Hop, ...a: A) => void) =>
-        (...a: A): void => {
-          for (const h of hops) guard(() => f(h, ...a));
-        };
-      return {
-        setService: each((h, s: string) => h.setService(s)),
-        setEndpoint: each((h, a: string, p: number) => h.setEndpoint(a, p)),
-        addRetry: each((h, r: string) => h.addRetry(r)),
-        setStale: each((h, s: boolean) => h.setStale(s)),
-        inject: each((h, headers: OutgoingHttpHeaders) => h.inject(headers)),
-        end: each((h, r: HopEnd) => h.end(r)),
-      };
+      const hops: Hop[] = [];
+      for (const o of observers) {
+        try {
+          hops.push(o.startHop(info));
+        } catch {
+          hops.push(noopHop);
+        }
+      }
+      return new CombinedHop(hops);
     },
   };
 }
 
-function guard<T>(f: () => T): T | undefined {
+class CombinedHop implements Hop {
+  readonly #hops: Hop[];
+
+  constructor(hops: Hop[]) {
+    this.#hops = hops;
+  }
+
+  setService(service: string): void {
+    for (const h of this.#hops) guard(() => h.setService(service));
+  }
+
+  setEndpoint(address: string, port: number): void {
+    for (const h of this.#hops) guard(() => h.setEndpoint(address, port));
+  }
+
+  addRetry(reason: string): void {
+    for (const h of this.#hops) guard(() => h.addRetry(reason));
+  }
+
+  setStale(stale: boolean): void {
+    for (const h of this.#hops) guard(() => h.setStale(stale));
+  }
+
+  inject(headers: OutgoingHttpHeaders): void {
+    for (const h of this.#hops) guard(() => h.inject(headers));
+  }
+
+  end(result: HopEnd): void {
+    for (const h of this.#hops) guard(() => h.end(result));
+  }
+}
+
+function guard(f: () => void): void {
   try {
-    return f();
+    f();
   } catch {
-    return undefined;
+    // an observer's failure costs its own record, never the request
   }
 }
 
 /** Makes end() idempotent, for paths where an error and a close can both try to finish a hop. */
 export function endOnce(hop: Hop): Hop {
-  let ended = false;
-  return {
-    ...hop,
-    setService: (s) => hop.setService(s),
-    setEndpoint: (a, p) => hop.setEndpoint(a, p),
-    addRetry: (r) => hop.addRetry(r),
-    setStale: (s) => hop.setStale(s),
-    inject: (h) => hop.inject(h),
-    end: (r) => {
-      if (ended) return;
-      ended = true;
-      hop.end(r);
-    },
-  };
+  return new OnceHop(hop);
+}
+
+class OnceHop implements Hop {
+  readonly #hop: Hop;
+  #ended = false;
+
+  constructor(hop: Hop) {
+    this.#hop = hop;
+  }
+
+  setService(service: string): void {
+    this.#hop.setService(service);
+  }
+
+  setEndpoint(address: string, port: number): void {
+    this.#hop.setEndpoint(address, port);
+  }
+
+  addRetry(reason: string): void {
+    this.#hop.addRetry(reason);
+  }
+
+  setStale(stale: boolean): void {
+    this.#hop.setStale(stale);
+  }
+
+  inject(headers: OutgoingHttpHeaders): void {
+    this.#hop.inject(headers);
+  }
+
+  end(result: HopEnd): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.#hop.end(result);
+  }
 }
 
 /** A hop for an HTTP request (or an upgrade or CONNECT on it), with end() made idempotent. */
@@ -130,7 +182,7 @@ export function startRequestHop(
       target: req.url ?? '',
       authority: req.headers.host ?? '',
       headers: req.headers,
-      ...(req.socket.remoteAddress ? { peerAddress: req.socket.remoteAddress } : {}),
+      peerAddress: req.socket.remoteAddress,
       protocol,
     }),
   );

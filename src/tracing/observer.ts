@@ -3,7 +3,7 @@ import { ROOT_CONTEXT, SpanKind, trace, TraceFlags, type SpanContext, type Trace
 import { SamplingDecision, type IdGenerator } from '@opentelemetry/sdk-trace';
 import { systemRandom, type Random } from '../shared/clock.ts';
 import { noopHop, type Hop, type HopObserver, type HopStart } from './hop.ts';
-import { extract, inject, type Extracted } from './propagation.ts';
+import { extract, inject, injectUnsampledW3c, type Extracted } from './propagation.ts';
 import type { LiveSampler } from './sampler.ts';
 import { SpanHop } from './span-hop.ts';
 
@@ -67,7 +67,8 @@ class PropagatingHop implements Hop {
   end(): void {}
 
   inject(headers: OutgoingHttpHeaders): void {
-    inject(trace.setSpanContext(ROOT_CONTEXT, this.#sc), this.#present, headers);
+    if (!injectUnsampledW3c(this.#sc, this.#present, headers))
+      inject(trace.setSpanContext(ROOT_CONTEXT, this.#sc), this.#present, headers);
   }
 }
 

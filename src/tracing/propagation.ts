@@ -3,6 +3,7 @@ import {
   ROOT_CONTEXT,
   trace,
   type Context,
+  type SpanContext,
   type TextMapGetter,
   type TextMapPropagator,
   type TextMapSetter,
@@ -46,12 +47,22 @@ const setter: TextMapSetter<OutgoingHttpHeaders> = {
   set: (carrier, key, value) => void (carrier[key] = value),
 };
 
+const NONE: Extracted = Object.freeze({ context: ROOT_CONTEXT, present: Object.freeze([]) });
+
 /**
  * Extracts the parent context from the first valid format in priority order: W3C (the standard),
  * then B3 single, B3 multi, then Jaeger. Linkerd and Istio's Zipkin mode also prefer W3C when a
  * request carries several. A malformed header of one format does not hide a valid one of another.
  */
 export function extract(headers: IncomingHttpHeaders): Extracted {
+  // Most requests carry no trace header at all: no array, no context for them.
+  if (
+    headers.traceparent === undefined &&
+    headers.b3 === undefined &&
+    headers['x-b3-traceid'] === undefined &&
+    headers[UBER_TRACE_ID] === undefined
+  )
+    return NONE;
   const present = formats.filter((f) => headers[marker[f]] !== undefined);
   for (const f of present) {
     const ctx = propagators[f].extract(ROOT_CONTEXT, headers, getter);
@@ -78,4 +89,20 @@ export function inject(
     if (f === 'b3-multi') delete headers['x-b3-parentspanid'];
     propagators[f].inject(ctx, headers, setter);
   }
+}
+
+/**
+ * The W3C headers of an unsampled span context, written directly: what the W3C propagator writes
+ * for it, without building an OpenTelemetry context per request. Returns false when the request
+ * used another format, which only the propagators write. (A request without trace headers gets W3C.)
+ */
+export function injectUnsampledW3c(
+  sc: SpanContext,
+  present: readonly Format[],
+  headers: OutgoingHttpHeaders,
+): boolean {
+  if (present.length > 1 || (present.length === 1 && present[0] !== 'w3c')) return false;
+  headers.traceparent = `00-${sc.traceId}-${sc.spanId}-00`;
+  if (sc.traceState) headers.tracestate = sc.traceState.serialize();
+  return true;
 }

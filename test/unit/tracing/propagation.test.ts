@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import type { OutgoingHttpHeaders } from 'node:http';
 import { test } from 'node:test';
-import { ROOT_CONTEXT, trace, TraceFlags } from '@opentelemetry/api';
-import { extract, inject } from '../../../src/tracing/propagation.ts';
+import { createTraceState, ROOT_CONTEXT, trace, TraceFlags } from '@opentelemetry/api';
+import { extract, inject, injectUnsampledW3c } from '../../../src/tracing/propagation.ts';
 
 const T1 = '4bf92f3577b34da6a3ce929d0e0e4736';
 const S1 = '00f067aa0ba902b7';
@@ -79,4 +79,33 @@ test('tracestate from the parent is carried on', () => {
   const headers: OutgoingHttpHeaders = {};
   inject(parent, ['w3c'], headers);
   assert.equal(headers.tracestate, 'vendor=x');
+});
+
+test('the unsampled W3C shortcut writes exactly what the propagator writes, and only for W3C', () => {
+  for (const traceState of [undefined, createTraceState('vendor=x,other=y')]) {
+    const ctx = {
+      traceId: T1,
+      spanId: S1,
+      traceFlags: TraceFlags.NONE,
+      ...(traceState ? { traceState } : {}),
+    };
+    for (const present of [[], ['w3c']] as const) {
+      const direct: OutgoingHttpHeaders = {};
+      const viaPropagator: OutgoingHttpHeaders = {};
+      assert.equal(injectUnsampledW3c(ctx, present, direct), true);
+      inject(trace.setSpanContext(ROOT_CONTEXT, ctx), present, viaPropagator);
+      assert.deepEqual(direct, viaPropagator);
+    }
+  }
+  const untouched: OutgoingHttpHeaders = {};
+  const ctx = { traceId: T1, spanId: S1, traceFlags: TraceFlags.NONE };
+  assert.equal(injectUnsampledW3c(ctx, ['b3-single'], untouched), false);
+  assert.equal(injectUnsampledW3c(ctx, ['w3c', 'jaeger'], untouched), false);
+  assert.deepEqual(untouched, {});
+});
+
+test('a request without any trace header extracts the root context and no format', () => {
+  const got = extract({ host: 'a', 'user-agent': 'x' });
+  assert.equal(trace.getSpanContext(got.context), undefined);
+  assert.deepEqual(got.present, []);
 });

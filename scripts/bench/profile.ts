@@ -1,0 +1,156 @@
+// Where one sidecar's CPU goes under load: runs the compiled `outrigger proxy` with V8's sampling
+// profiler (--cpu-prof) behind wrk, then prints the top frames by self time (µs per request) and
+// the time by area (Node internals, each package, Outrigger's own modules, GC).
+//   node scripts/bench/profile.ts [--hop egress|ingress] [--seconds 10] [--connections 50]
+//        [--workload small] [--sampling RATIO] [--top 30] [--keep DIR]     (--keep saves the .cpuprofile, e.g. for a flame graph)
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { httpGet } from '../../test/harness/http-get.ts';
+import { serviceYaml } from '../../test/harness/tracing-relay.ts';
+import { compiledBuild } from './build.ts';
+import { closedLoop } from './loadgen.ts';
+import { sidecarArgs } from './outrigger.ts';
+import { BACKEND_PORT, startBackend } from './peers.ts';
+import { benchPort, dir, launch, sleep, waitPort } from './procs.ts';
+import { WORKLOADS, wrk } from './workloads.ts';
+
+const { values: a } = parseArgs({
+  options: {
+    hop: { type: 'string', default: 'egress' },
+    seconds: { type: 'string', default: '10' },
+    connections: { type: 'string', default: '50' },
+    workload: { type: 'string', default: 'small' },
+    top: { type: 'string', default: '30' },
+    keep: { type: 'string' },
+    'semi-space': { type: 'string', default: '2' },
+    sampling: { type: 'string' },
+  },
+});
+const PORTS = { egress: benchPort(106), ingress: benchPort(107), admin: benchPort(108) };
+const SINK = benchPort(115);
+const workload = WORKLOADS.find((w) => w.name === a.workload) ?? WORKLOADS[0]!;
+const ms = Math.min(60, Math.max(2, Number(a.seconds))) * 1000;
+
+interface CallFrame {
+  functionName: string;
+  url: string;
+  lineNumber: number;
+}
+interface ProfileNode {
+  id: number;
+  callFrame: CallFrame;
+  children?: number[];
+}
+interface CpuProfile {
+  nodes: ProfileNode[];
+  samples: number[];
+  timeDeltas: number[];
+}
+
+/** An area of the code: a package, a Node built-in module, Outrigger's own directory, or V8. */
+function area(url: string, fn: string): string {
+  if (!url) return fn.startsWith('(') ? fn : '(native)';
+  if (url.startsWith('node:')) return url;
+  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
+  if (pkg) return pkg[1]!;
+  const own = /\/dist\/(.+)\/[^/]+\.js$/.exec(url);
+  return own ? `outrigger ${own[1]}` : url;
+}
+
+function summarize(p: CpuProfile, requests: number, top: number): string {
+  const self = new Map<number, number>();
+  p.samples.forEach((id, i) => self.set(id, (self.get(id) ?? 0) + (p.timeDeltas[i] ?? 0)));
+  const frames = new Map<string, number>();
+  const areas = new Map<string, number>();
+  let total = 0;
+  for (const n of p.nodes) {
+    const us = self.get(n.id) ?? 0;
+    if (n.callFrame.functionName === '(idle)') continue;
+    total += us;
+    const { functionName, url, lineNumber } = n.callFrame;
+    const file = url
+      ? `${url.replace(/^.*\/(node_modules|dist)\//, '').replace(/^file:\/\//, '')}:${lineNumber + 1}`
+      : '';
+    const key = `${functionName || '(anonymous)'} ${file}`.trim();
+    frames.set(key, (frames.get(key) ?? 0) + us);
+    const ar = area(url, functionName);
+    areas.set(ar, (areas.get(ar) ?? 0) + us);
+  }
+  const per = (us: number): string => (us / requests).toFixed(1);
+  const pct = (us: number): string => ((100 * us) / total).toFixed(1);
+  const lines = [
+    `busy CPU sampled: ${(total / 1e6).toFixed(2)} s over ${requests} requests = ${per(total)} µs per request`,
+    '',
+    '| self µs / request | % | frame |',
+    '|---|---|---|',
+    ...[...frames]
+      .sort((x, y) => y[1] - x[1])
+      .slice(0, top)
+      .map(([k, us]) => `| ${per(us)} | ${pct(us)} | \`${k}\` |`),
+    '',
+    '| µs / request | % | area |',
+    '|---|---|---|',
+    ...[...areas]
+      .sort((x, y) => y[1] - x[1])
+      .slice(0, top)
+      .map(([k, us]) => `| ${per(us)} | ${pct(us)} | ${k} |`),
+  ];
+  return lines.join('\n');
+}
+
+startBackend();
+await waitPort(BACKEND_PORT);
+const build = compiledBuild();
+const source = path.join(dir, 'services.yaml');
+writeFileSync(source, serviceYaml('one-hop', 'bench', BACKEND_PORT, '10.96.0.51'));
+const profDir = path.join(dir, 'prof');
+mkdirSync(profDir);
+const sink = launch(process.execPath, [
+  '-e',
+  `require('http').createServer((q,s)=>{q.resume();q.on('end',()=>s.end())}).listen(${SINK},'127.0.0.1')`,
+]);
+const child = launch(
+  process.execPath,
+  sidecarArgs({
+    main: build.main,
+    source,
+    ports: PORTS,
+    otlpPort: SINK,
+    semiSpace: a['semi-space'],
+    nodeFlags: ['--cpu-prof', '--cpu-prof-dir', profDir],
+    extra: [
+      '--app-port',
+      String(BACKEND_PORT),
+      '--drain-seconds',
+      '1',
+      ...(a.sampling ? ['--trace-sampling', a.sampling] : []),
+    ],
+  }),
+);
+for (let i = 0; (await httpGet(PORTS.admin, '/readyz')).status !== 200; i++) {
+  if (i > 200) throw new Error('sidecar not ready');
+  await sleep(100);
+}
+const port = a.hop === 'ingress' ? PORTS.ingress : PORTS.egress;
+const authority = a.hop === 'ingress' ? 'app' : 'one-hop';
+await closedLoop({ host: '127.0.0.1', port, authority }, { connections: 50, durationMs: 2_000 });
+const r = wrk(port, authority, ms, Number(a.connections), workload);
+if (!r) throw new Error('wrk is needed: apt-get install wrk');
+child.kill('SIGTERM');
+await new Promise((resolve) => child.once('exit', resolve));
+sink.kill('SIGKILL');
+const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'));
+if (!file) throw new Error('no .cpuprofile written');
+if (a.keep) {
+  mkdirSync(a.keep, { recursive: true });
+  copyFileSync(path.join(profDir, file), path.join(a.keep, `${a.hop}-${file}`));
+}
+const profile = JSON.parse(readFileSync(path.join(profDir, file), 'utf8')) as CpuProfile;
+// The warm-up's requests are in the profile too (the profiler runs from start-up).
+const requests = r.requests + Math.round(r.rps * 2);
+process.stdout.write(
+  `${a.hop}, ${workload.label}, wrk -c${a.connections} ${ms / 1000} s: ${Math.round(r.rps)} rps, ${r.errors} errors; load average ${spawnSync('cat', ['/proc/loadavg'], { encoding: 'utf8' }).stdout.trim()}\n\n${summarize(profile, requests, Number(a.top))}\n`,
+);
+process.exit(0);
