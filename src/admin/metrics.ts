@@ -29,6 +29,7 @@ export class Metrics {
   readonly #connectErrors: Counter<'service'>;
   readonly #ejections: Counter<'service'>;
   readonly #retries: Counter<'direction' | 'service' | 'reason'>;
+  readonly #grpcCalls: Counter<'direction' | 'service' | 'grpc_status'>;
   readonly #extraGauges = new Map<string, Gauge>();
   readonly #requestChildren = new Map<
     string,
@@ -78,6 +79,12 @@ export class Metrics {
       name: 'outrigger_retries_total',
       help: 'Retried attempts, by reason',
       labelNames: ['direction', 'service', 'reason'],
+      registers,
+    });
+    this.#grpcCalls = new Counter({
+      name: 'outrigger_grpc_calls_total',
+      help: "gRPC calls proxied, by direction, Service and gRPC status (the upstream's, or the proxy's own)",
+      labelNames: ['direction', 'service', 'grpc_status'],
       registers,
     });
     const sources = (): MetricsSources => this.#sources;
@@ -130,6 +137,10 @@ export class Metrics {
   /** A request refused by the listener limits before routing: counted, with no latency sample. */
   rejected(direction: string, status: number, error: string): void {
     this.#requests.inc({ direction, service: '', status: String(status), error });
+  }
+
+  grpcCall(direction: string, service: string, grpcStatus: number): void {
+    this.#grpcCalls.inc({ direction, service, grpc_status: String(grpcStatus) });
   }
 
   retry(direction: string, service: string, reason: string): void {

@@ -12,6 +12,9 @@ import type { Resolver } from '../discovery/types.ts';
 import { AgentPool } from '../proxy/agents.ts';
 import type { OriginalDestination } from '../proxy/capture-port.ts';
 import { EgressHandler } from '../proxy/egress.ts';
+import type { EgressPolicy } from '../proxy/egress-plan.ts';
+import { createH2DataPath } from '../proxy/h2/index.ts';
+import { markTunnel, speaksH2c } from '../proxy/h2/routes.ts';
 import { Forwarder } from '../proxy/forward.ts';
 import { IngressHandler } from '../proxy/ingress.ts';
 import { metricsObserver } from '../proxy/metrics-observer.ts';
@@ -118,24 +121,25 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
   const egressLoopPorts = new Set([config.egressPort, config.adminPort]);
   const transparent = config.capture === 'transparent';
   const od = transparent ? deps.originalDestination : undefined;
+  const policy: EgressPolicy = {
+    router: new Router({
+      resolver: deps.resolver,
+      namespace: deps.namespace,
+      clusterDomain: config.clusterDomain,
+      waitMs: deps.discoveryWaitMs ?? 1_000,
+      ...(deps.nodeName ? { nodeName: deps.nodeName } : {}),
+      ...(deps.zone ? { zone: deps.zone } : {}),
+    }),
+    balancers,
+    affinity: new AffinityTable(clock),
+    egressPolicy: config.egressPolicy as 'allow-all' | 'cluster-only',
+    ownPorts: egressLoopPorts,
+    retryStatuses: new Set(config.retryStatuses),
+    maxAttempts: MAX_ATTEMPTS,
+    onConnectError: (service) => metrics.connectError(service),
+  };
   const egress = new EgressHandler({
-    policy: {
-      router: new Router({
-        resolver: deps.resolver,
-        namespace: deps.namespace,
-        clusterDomain: config.clusterDomain,
-        waitMs: deps.discoveryWaitMs ?? 1_000,
-        ...(deps.nodeName ? { nodeName: deps.nodeName } : {}),
-        ...(deps.zone ? { zone: deps.zone } : {}),
-      }),
-      balancers,
-      affinity: new AffinityTable(clock),
-      egressPolicy: config.egressPolicy as 'allow-all' | 'cluster-only',
-      ownPorts: egressLoopPorts,
-      retryStatuses: new Set(config.retryStatuses),
-      maxAttempts: MAX_ATTEMPTS,
-      onConnectError: (service) => metrics.connectError(service),
-    },
+    policy,
     forwarder,
     observer,
     log: log.child({ listener: 'egress' }),
@@ -144,6 +148,13 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     ...(od ? { originalDestination: od } : {}),
     connectTimeoutMs: config.connectTimeoutMs,
     idleTimeoutMs: config.idleTimeoutMs,
+    h2Tunnel: {
+      accepts: speaksH2c,
+      adopt: (socket, head, dest): Promise<void> => {
+        markTunnel(socket, dest);
+        return sidecar.adoptEgressH2(socket, head);
+      },
+    },
   });
   const appHost = deps.hosts?.app ?? '127.0.0.1';
   const ingress = new IngressHandler({
@@ -159,15 +170,33 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     connectTimeoutMs: config.connectTimeoutMs,
     idleTimeoutMs: config.idleTimeoutMs,
   });
+  const h2 = createH2DataPath({
+    policy,
+    ingress,
+    observer,
+    log,
+    clock,
+    random,
+    ...(od ? { originalDestination: od } : {}),
+    connectTimeoutMs: config.connectTimeoutMs,
+    requestTimeoutMs: config.requestTimeoutMs,
+    idleTimeoutMs: config.idleTimeoutMs,
+  });
   const sidecar = new Sidecar({
     egress: {
       host: deps.hosts?.egress ?? '127.0.0.1',
       port: config.egressPort,
       handler: egress,
+      h2: h2.egress,
       // ip6tables REDIRECT sends the app's IPv6 connections to ::1, not 127.0.0.1.
       ...(transparent && !deps.hosts?.egress ? { extraHosts: ['::1'] } : {}),
     },
-    ingress: { host: deps.hosts?.ingress ?? '::', port: config.ingressPort, handler: ingress },
+    ingress: {
+      host: deps.hosts?.ingress ?? '::',
+      port: config.ingressPort,
+      handler: ingress,
+      h2: h2.ingress,
+    },
     limits: {
       ...defaultLimits,
       keepAliveTimeoutMs: config.idleTimeoutMs,
@@ -198,7 +227,11 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       discovery: () => deps.resolver.status(),
       config: () => deps.configView?.() ?? config,
       balancer: () => balancers.view(),
-      connections: () => ({ ...sidecar.connections(), upstream: agents.stats() }),
+      connections: () => ({
+        ...sidecar.connections(),
+        upstream: agents.stats(),
+        upstreamH2: h2.pool.stats(),
+      }),
     },
     drain: () => void dataPath.drain(deps.drainGraceMs ?? 25_000).catch(() => {}),
   });
@@ -225,6 +258,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     async close() {
       sidecar.close();
       agents.destroy();
+      h2.pool.close();
       await admin.close();
     },
   };

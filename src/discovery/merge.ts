@@ -27,7 +27,13 @@ export function mergeService(service: KService, slices: readonly KEndpointSlice[
       .filter((s) => s.metadata.namespace === service.metadata.namespace)
       .filter((s) => s.addressType === 'IPv4' || s.addressType === 'IPv6')
       .sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0));
-    for (const p of ports) endpoints.set(p.name, usable(collect(own, p)));
+    for (const p of ports) {
+      endpoints.set(p.name, usable(collect(own, p)));
+      // The EndpointSlice controller copies the Service port's appProtocol; a slice written by
+      // another controller may carry it alone.
+      p.appProtocol ??= sliceAppProtocol(own, p);
+      if (p.appProtocol === undefined) delete p.appProtocol;
+    }
   }
   const clusterIPs = (spec.clusterIPs ?? (spec.clusterIP ? [spec.clusterIP] : [])).filter(
     (ip) => ip !== '' && ip !== 'None',
@@ -61,6 +67,14 @@ function servicePort(p: NonNullable<KService['spec']['ports']>[number]): Service
   if (p.appProtocol) out.appProtocol = p.appProtocol;
   if (p.targetPort !== undefined) out.targetPort = p.targetPort;
   return out;
+}
+
+function sliceAppProtocol(slices: readonly KEndpointSlice[], sp: ServicePort): string | undefined {
+  for (const slice of slices)
+    for (const q of slice.ports ?? [])
+      if ((q.name ?? '') === sp.name && protocol(q.protocol) === sp.protocol && q.appProtocol)
+        return q.appProtocol;
+  return undefined;
 }
 
 function collect(slices: readonly KEndpointSlice[], sp: ServicePort): Endpoint[] {

@@ -1,5 +1,4 @@
-import type { IncomingMessage } from 'node:http';
-import { PassThrough } from 'node:stream';
+import { PassThrough, type Readable } from 'node:stream';
 
 /**
  * Lets a request body be sent again after a failed connect. The body streams to the current
@@ -9,7 +8,7 @@ import { PassThrough } from 'node:stream';
  * larger than the limit are not replayable: Linkerd's rule, 64 KiB.
  */
 export class BodyReplay {
-  readonly #req: IncomingMessage;
+  readonly #req: Readable;
   readonly #limit: number;
   #chunks: Buffer[] = [];
   #size = 0;
@@ -18,7 +17,7 @@ export class BodyReplay {
   #ended = false;
   #current: PassThrough | undefined;
 
-  constructor(req: IncomingMessage, limit = 64 * 1024) {
+  constructor(req: Readable, limit = 64 * 1024) {
     this.#req = req;
     this.#limit = limit;
     req.on('data', (chunk: Buffer) => {

@@ -30,7 +30,14 @@ export interface EgressPolicy {
 
 export type Decision =
   | { kind: 'error'; code: ProxyErrorCode; detail: string; service?: string; stale?: boolean }
-  | (ForwardPlan & { kind: 'plan'; service?: string; stale: boolean; passthrough: boolean });
+  | (ForwardPlan & {
+      kind: 'plan';
+      service?: string;
+      stale: boolean;
+      passthrough: boolean;
+      /** The Service port's appProtocol (Service or EndpointSlice), e.g. kubernetes.io/h2c. */
+      appProtocol?: string;
+    });
 
 const loop = (host: string, port: number): Decision => ({
   kind: 'error',
@@ -60,7 +67,7 @@ export async function decide(
       return loop(target.address, target.port);
     return single(policy, target, route.serviceKey);
   }
-  const { serviceKey, endpoints, service } = route;
+  const { serviceKey, endpoints, service, port: servicePort } = route;
   if (endpoints.length === 0)
     return {
       kind: 'error',
@@ -73,6 +80,8 @@ export async function decide(
       stale: route.stale,
     };
   const balancer = policy.balancers.for(serviceKey);
+  // Each request or stream routed here is one the budget's retry ratio is taken from.
+  balancer.budget.deposit();
   const byId = new Map<string, Upstream>();
   for (const e of endpoints) {
     const up = { id: endpointId(e.address, e.port), host: e.address, port: e.port };
@@ -107,6 +116,7 @@ export async function decide(
     service: serviceKey,
     stale: route.stale,
     passthrough: false,
+    ...(servicePort.appProtocol ? { appProtocol: servicePort.appProtocol } : {}),
     next,
     canTry: (tried) => ids.some((id) => !tried.has(id)),
     start: (up) => {

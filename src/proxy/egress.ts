@@ -31,6 +31,14 @@ export interface EgressOptions {
   originalDestination?: OriginalDestination;
   connectTimeoutMs: number;
   idleTimeoutMs: number;
+  /**
+   * Takes over a CONNECT tunnel to a Service port that speaks h2c (appProtocol), after the 200:
+   * its streams are then balanced one by one. Resolves when the tunnel has closed.
+   */
+  h2Tunnel?: {
+    accepts(appProtocol: string | undefined): boolean;
+    adopt(socket: Socket, head: Buffer, dest: RouteDestination): Promise<void>;
+  };
 }
 
 type Target = { dest: RouteDestination; original?: Destination } | { error: string; code?: 'misdirected' };
@@ -175,6 +183,13 @@ export class EgressHandler {
       if (http) return this.#socketFail(socket, hop, decision.code, decision.detail);
       socket.destroy();
       hop.end({ status: 0, errorCode: decision.code, errorMessage: decision.detail });
+      return;
+    }
+    const h2 = this.#o.h2Tunnel;
+    if (http && h2?.accepts(decision.appProtocol)) {
+      socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+      await h2.adopt(socket, head, dest);
+      hop.end({ status: 200 });
       return;
     }
     const open = await openUpstream(decision, hop, this.#o.clock, this.#o.connectTimeoutMs);

@@ -45,7 +45,7 @@ export class IngressHandler {
     const hop = this.#startHop(req, 'http');
     const target = toOriginForm(req);
     const plan =
-      'error' in target ? { error: target.error, code: 'bad_request' as const } : this.#plan(req.socket);
+      'error' in target ? { error: target.error, code: 'bad_request' as const } : this.plan(req.socket);
     if ('error' in plan) {
       const status = sendError(res, plan.code, plan.error);
       hop.end({ status, errorCode: plan.code, errorMessage: plan.error });
@@ -73,7 +73,7 @@ export class IngressHandler {
     socket.on('error', () => socket.destroy());
     const target = toOriginForm(req);
     if ('error' in target) return this.#socketFail(socket, hop, 'bad_request', target.error);
-    const plan = this.#plan(req.socket);
+    const plan = this.plan(req.socket);
     if ('error' in plan) return this.#socketFail(socket, hop, plan.code, plan.error);
     const up = plan.next(new Set()) as Upstream;
     hop.setEndpoint(up.host, up.port);
@@ -103,7 +103,7 @@ export class IngressHandler {
       }),
     );
     socket.on('error', () => socket.destroy());
-    const plan = this.#plan(socket);
+    const plan = this.plan(socket);
     if ('error' in plan) {
       socket.destroy();
       hop.end({ status: 0, errorCode: plan.code, errorMessage: plan.error });
@@ -149,7 +149,8 @@ export class IngressHandler {
     return { address: this.#o.appHost, port };
   }
 
-  #plan(socket: Socket): ForwardPlan | { error: string; code: ProxyErrorCode } {
+  /** Where a connection's requests go: the app (also used for HTTP/2 streams). */
+  plan(socket: Socket): ForwardPlan | { error: string; code: ProxyErrorCode } {
     const app = this.#appAddress(socket);
     if ('error' in app) return app;
     if (this.#o.ownPorts.has(app.port) && isSelfAddress(ipLiteral(app.address) ?? app.address))

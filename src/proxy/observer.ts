@@ -21,6 +21,8 @@ export interface HopStart {
   peerAddress?: string;
   /** 'http' for proxied requests, 'tcp' for opaque streams and CONNECT tunnels. */
   protocol: 'http' | 'tcp';
+  /** A gRPC call (HTTP/2, application/grpc): its service and method from the path. */
+  rpc?: { service: string; method: string };
 }
 
 export interface HopEnd {
@@ -30,6 +32,8 @@ export interface HopEnd {
   errorCode?: string;
   /** Free-text cause, for span events and debug logs; never includes secrets. */
   errorMessage?: string;
+  /** A gRPC call's status: from the upstream's trailers, or the proxy's own answer. */
+  grpcStatus?: number;
 }
 
 export interface Hop {

@@ -1,4 +1,11 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import {
+  createServer as createH2Server,
+  type Http2Server,
+  type Http2Session,
+  type IncomingHttpHeaders,
+  type ServerHttp2Stream,
+} from 'node:http2';
 import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
 import type { Clock } from '../shared/clock.ts';
 import { listenOn } from '../shared/listen.ts';
@@ -21,10 +28,17 @@ export interface ListenerSpec {
   port: number;
 }
 
+/** The streams of a listener's prior-knowledge HTTP/2 (h2c) connections. */
+export type H2StreamHandler = (
+  stream: ServerHttp2Stream,
+  headers: IncomingHttpHeaders,
+  socket: Socket,
+) => void;
+
 export interface SidecarOptions {
   /** extraHosts: the same egress port on further addresses (::1 for ip6tables REDIRECT). */
-  egress: ListenerSpec & { handler: EgressHandler; extraHosts?: string[] };
-  ingress: ListenerSpec & { handler: IngressHandler };
+  egress: ListenerSpec & { handler: EgressHandler; extraHosts?: string[]; h2?: H2StreamHandler };
+  ingress: ListenerSpec & { handler: IngressHandler; h2?: H2StreamHandler };
   limits: ServerLimits;
   /** Sniff for non-HTTP streams (transparent capture). */
   sniff: boolean;
@@ -40,6 +54,9 @@ export interface SidecarOptions {
 
 interface Listener {
   http: Server;
+  /** Prior-knowledge h2c connections, told apart by their preface. */
+  h2?: Http2Server;
+  sessions: Set<Http2Session>;
   front: NetServer | Server;
   /** Further addresses of the same listener (egress on [::1] under transparent capture). */
   extra: NetServer[];
@@ -51,6 +68,8 @@ interface Listener {
 
 /** The longest prefix looked at; an HTTP request line longer than this goes to the parser (431). */
 const SNIFF_LIMIT = 16 * 1024;
+/** RFC 9113 section 3.4: every prior-knowledge HTTP/2 connection starts with these 24 octets. */
+const H2_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
 const REQUEST_LINE = /^[A-Z]{3,12} [^\s]+ HTTP\/1\.[01]\r?$/;
 const METHOD_PREFIX = /^[A-Z]{1,12}( |$)/;
 
@@ -59,7 +78,12 @@ const METHOD_PREFIX = /^[A-Z]{1,12}( |$)/;
  * ending in HTTP/1.x, so text protocols such as Redis inline commands (`PING 42`) or SMTP are not
  * mistaken for HTTP. 'more' asks for more bytes; final (detect timeout or limit) forces an answer.
  */
-export function classify(buf: Buffer, final: boolean): 'http' | 'tcp' | 'more' {
+export function classify(buf: Buffer, final: boolean): 'http' | 'h2' | 'tcp' | 'more' {
+  const n = Math.min(buf.length, H2_PREFACE.length);
+  if (n > 0 && buf.subarray(0, n).equals(H2_PREFACE.subarray(0, n))) {
+    if (n === H2_PREFACE.length) return 'h2';
+    if (!final) return 'more';
+  }
   const text = buf.subarray(0, SNIFF_LIMIT).toString('latin1');
   if (text.length === 0) return final ? 'tcp' : 'more';
   const eol = text.indexOf('\n');
@@ -74,14 +98,19 @@ export class Sidecar {
   readonly #egress: Listener;
   readonly #ingress: Listener;
   #draining = false;
+  /** The connection being handed to an HTTP/2 server (its 'session' event is synchronous). */
+  #handing: Socket | undefined;
 
   constructor(o: SidecarOptions) {
     this.#o = o;
     const e = o.egress.handler;
-    this.#egress = this.#listener('egress', e.onRequest, (s) => this.#egressTcp(s), {
-      upgrade: e.onUpgrade,
-      connect: e.onConnect,
-    });
+    this.#egress = this.#listener(
+      'egress',
+      e.onRequest,
+      (s) => this.#egressTcp(s),
+      { upgrade: e.onUpgrade, connect: e.onConnect },
+      o.egress.h2,
+    );
     this.#ingress = this.#listener(
       'ingress',
       (req, res) => {
@@ -90,6 +119,7 @@ export class Sidecar {
       },
       (s) => o.ingress.handler.onTcp(s),
       { upgrade: o.ingress.handler.onUpgrade },
+      o.ingress.h2,
     );
   }
 
@@ -118,12 +148,19 @@ export class Sidecar {
     return this.#draining;
   }
 
-  connections(): { egress: number; ingress: number; egressInflight: number; ingressInflight: number } {
+  connections(): {
+    egress: number;
+    ingress: number;
+    egressInflight: number;
+    ingressInflight: number;
+    h2Sessions: number;
+  } {
     return {
       egress: this.#egress.sockets.size,
       ingress: this.#ingress.sockets.size,
       egressInflight: this.#egress.inflight,
       ingressInflight: this.#ingress.inflight,
+      h2Sessions: this.#egress.sessions.size + this.#ingress.sessions.size,
     };
   }
 
@@ -153,6 +190,8 @@ export class Sidecar {
       for (const x of l.extra) x.close();
       l.front.close();
       if (l.front !== l.http) l.http.close();
+      l.h2?.close();
+      for (const s of l.sessions) s.destroy();
       for (const s of l.sockets) s.destroy();
     }
   }
@@ -162,6 +201,7 @@ export class Sidecar {
     onRequest: (req: IncomingMessage, res: ServerResponse) => void,
     onTcp: (s: Socket) => void,
     streams: StreamHandlers,
+    h2?: H2StreamHandler,
   ): Listener {
     const l: Listener = {
       http: createLimitedServer(
@@ -176,6 +216,7 @@ export class Sidecar {
         streams,
         this.#o.clock,
       ),
+      sessions: new Set(),
       front: undefined as unknown as NetServer,
       extra: [],
       accept: () => {},
@@ -186,30 +227,97 @@ export class Sidecar {
       l.sockets.add(s);
       s.once('close', () => l.sockets.delete(s));
     };
-    if (!this.#o.sniff) {
+    if (h2) l.h2 = this.#h2Server(l, h2);
+    if (!this.#o.sniff && !l.h2) {
       l.http.on('connection', track);
       l.front = l.http;
       l.accept = (socket) => l.http.emit('connection', socket);
       return l;
     }
+    // The HTTP server never listens itself, and Node starts its periodic connection checks (the
+    // headers timeout that cuts off slowloris clients, the request timeout) on 'listening' only.
+    l.http.emit('listening');
+    // Without transparent capture every connection is HTTP, of one version or the other.
+    const other = this.#o.sniff
+      ? onTcp
+      : (s: Socket): void => {
+          l.http.emit('connection', s);
+          s.resume();
+        };
     l.accept = (socket) => {
       track(socket);
-      this.#sniff(socket, l.http, onTcp);
+      this.#sniff(socket, l, other);
     };
     l.front = createNetServer({ noDelay: true }, l.accept);
     return l;
   }
 
-  #sniff(socket: Socket, http: Server, onTcp: (s: Socket) => void): void {
+  /**
+   * Serves an already accepted egress connection (a CONNECT tunnel) as prior-knowledge h2c;
+   * head holds bytes read past the CONNECT request. Resolves when the connection has closed.
+   */
+  adoptEgressH2(socket: Socket, head: Buffer): Promise<void> {
+    const h2 = this.#egress.h2;
+    if (!h2) {
+      socket.destroy();
+      return Promise.resolve();
+    }
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    // The HTTP server's timeouts no longer apply; an HTTP/2 client keeps its connection alive itself.
+    socket.setTimeout(0);
+    this.#handH2(h2, socket, head);
+    return closed;
+  }
+
+  #handH2(h2: Http2Server, socket: Socket, head: Buffer): void {
+    // The session reads what is buffered on the socket first (the sniffed bytes), then its handle.
+    // The socket must not be resumed here: flowing with no 'data' listener would drop them.
+    this.#handing = socket;
+    try {
+      if (head.length > 0) socket.unshift(head);
+      h2.emit('connection', socket);
+    } finally {
+      this.#handing = undefined;
+    }
+  }
+
+  #h2Server(l: Listener, onStream: H2StreamHandler): Http2Server {
+    const server = createH2Server({
+      // Node's default is unlimited; 1,000 bounds what one client connection can hold open.
+      settings: { maxConcurrentStreams: 1_000, initialWindowSize: 1024 * 1024 },
+      maxSessionMemory: 64,
+    });
+    const sockets = new WeakMap<Http2Session, Socket>();
+    server.on('session', (session: Http2Session) => {
+      // Emitted while the connection is handed over; session.socket is only a guarded proxy of it.
+      if (this.#handing) sockets.set(session, this.#handing);
+      l.sessions.add(session);
+      session.once('close', () => l.sessions.delete(session));
+      session.on('error', () => {});
+      if (this.#draining && l === this.#ingress) session.close();
+    });
+    server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
+      const socket = sockets.get(stream.session as Http2Session);
+      if (!socket) return void stream.close();
+      l.inflight++;
+      stream.once('close', () => l.inflight--);
+      onStream(stream, headers, socket);
+    });
+    return server;
+  }
+
+  #sniff(socket: Socket, l: Listener, onTcp: (s: Socket) => void): void {
+    const http = l.http;
     socket.on('error', () => socket.destroy());
     const chunks: Buffer[] = [];
     let decided = false;
-    const decide = (kind: 'http' | 'tcp'): void => {
+    const decide = (kind: 'http' | 'h2' | 'tcp'): void => {
       if (decided) return;
       decided = true;
       timer.cancel();
       socket.off('data', onData);
       socket.pause();
+      if (kind === 'h2' && l.h2) return this.#handH2(l.h2, socket, Buffer.concat(chunks));
       if (chunks.length > 0) socket.unshift(Buffer.concat(chunks));
       if (kind === 'http') {
         http.emit('connection', socket);
@@ -252,6 +360,8 @@ function portOf(server: NetServer | Server): number {
 
 function closeListener(l: Listener): Promise<void> {
   for (const x of l.extra) x.close();
+  // GOAWAY: streams in flight finish, new ones go to another connection.
+  for (const s of l.sessions) s.close();
   return new Promise((resolve) => {
     l.front.close(() => resolve());
     if (l.front !== l.http) l.http.close();

@@ -14,12 +14,14 @@ export interface HopStart {
   headers: IncomingHttpHeaders;
   peerAddress?: string;
   protocol: 'http' | 'tcp';
+  rpc?: { service: string; method: string };
 }
 
 export interface HopEnd {
   status: number;
   errorCode?: string;
   errorMessage?: string;
+  grpcStatus?: number;
 }
 
 export interface Hop {

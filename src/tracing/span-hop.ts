@@ -35,6 +35,11 @@ export const ATTR_SERVICE = 'outrigger.service';
 export const ATTR_DIRECTION = 'outrigger.direction';
 export const ATTR_RETRY_REASON = 'outrigger.retry.reason';
 export const ATTR_RETRY_ATTEMPT = 'outrigger.retry.attempt';
+/** OpenTelemetry's RPC conventions (still incubating in the semantic-conventions package). */
+export const ATTR_RPC_SYSTEM = 'rpc.system';
+export const ATTR_RPC_SERVICE = 'rpc.service';
+export const ATTR_RPC_METHOD = 'rpc.method';
+export const ATTR_RPC_GRPC_STATUS_CODE = 'rpc.grpc.status_code';
 
 const KNOWN_METHODS = new Set([
   'GET',
@@ -68,7 +73,7 @@ export class SpanHop implements Hop {
     const http = info.protocol === 'http';
     const method = methodOf(info.method);
     const kind = this.#egress ? SpanKind.CLIENT : SpanKind.SERVER;
-    this.#span = tracer.startSpan(http ? method : 'TCP', { kind }, parent.context);
+    this.#span = tracer.startSpan(spanName(info, http, method), { kind }, parent.context);
     // Our sampler ignores attributes, so they are built only for spans that will be recorded:
     // most hops at a low ratio are unsampled and pay for context propagation alone.
     if (this.#span.isRecording()) this.#span.setAttributes(startAttributes(info, method, this.#egress));
@@ -108,6 +113,7 @@ export class SpanHop implements Hop {
     this.#ended = true;
     const span = this.#span;
     if (result.status > 0) span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, result.status);
+    if (result.grpcStatus !== undefined) span.setAttribute(ATTR_RPC_GRPC_STATUS_CODE, result.grpcStatus);
     if (this.#retries > 0) span.setAttribute(ATTR_HTTP_REQUEST_RESEND_COUNT, this.#retries);
     const errorType = errorTypeOf(result, this.#egress);
     if (errorType !== undefined) {
@@ -116,6 +122,15 @@ export class SpanHop implements Hop {
     }
     span.end();
   }
+}
+
+/** UNKNOWN, DEADLINE_EXCEEDED, UNIMPLEMENTED, INTERNAL, UNAVAILABLE, DATA_LOSS. */
+const GRPC_SERVER_ERRORS: ReadonlySet<number> = new Set([2, 4, 12, 13, 14, 15]);
+
+/** A gRPC call is named `service/method` (RPC conventions), an HTTP request by its method. */
+function spanName(info: HopStart, http: boolean, method: string): string {
+  if (info.rpc?.service) return `${info.rpc.service}/${info.rpc.method}`;
+  return http ? method : 'TCP';
 }
 
 /** Semantic conventions: unknown methods become `_OTHER`, keeping span names low-cardinality. */
@@ -143,6 +158,11 @@ function startAttributes(info: HopStart, method: string, egress: boolean): Attri
   attrs[ATTR_NETWORK_PROTOCOL_NAME] = 'http';
   attrs[ATTR_URL_SCHEME] = 'http';
   attrs[ATTR_URL_PATH] = target.path;
+  if (info.rpc) {
+    attrs[ATTR_RPC_SYSTEM] = 'grpc';
+    attrs[ATTR_RPC_SERVICE] = info.rpc.service;
+    attrs[ATTR_RPC_METHOD] = info.rpc.method;
+  }
   if (egress && target.authority) attrs[ATTR_URL_FULL] = `http://${target.authority}${target.path}`;
   return attrs;
 }
@@ -188,6 +208,9 @@ export function splitAuthority(authority: string): { host: string; port?: number
  */
 function errorTypeOf(result: HopEnd, egress: boolean): string | undefined {
   if (result.errorCode) return result.errorCode;
+  // RPC conventions: any non-OK status fails a client span; a server span only the server's faults.
+  const g = result.grpcStatus;
+  if (g !== undefined && g !== 0 && (egress || GRPC_SERVER_ERRORS.has(g))) return String(g);
   if (result.status >= 500 || (egress && result.status >= 400)) return String(result.status);
   return undefined;
 }

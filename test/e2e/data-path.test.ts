@@ -5,15 +5,15 @@
 //   2. a sidecar restarted while the API server is down routes from its snapshot, zero failures;
 //   3. a rolling replacement of backends (new ready, old terminating, then gone): zero failures.
 import assert from 'node:assert/strict';
-import { after, describe, test, type TestContext } from 'node:test';
+import { describe, test, type TestContext } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
-import { startCluster, type TestCluster } from '../harness/cluster.ts';
-import { podEnv, type LoadSummary, type PodEnv } from '../harness/data-path.ts';
+import type { TestCluster } from '../harness/cluster.ts';
+import { podEnv, suiteCluster, type LoadSummary, type PodEnv } from '../harness/data-path.ts';
 import { createService, createSlice, waitFor } from '../harness/discovery.ts';
 import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { createNetns, linkNetns, requireNetns, waitForPort } from '../harness/netns.ts';
+import { createNetns, linkNetns, waitForPort } from '../harness/netns.ts';
 import { repoRoot } from '../harness/tools.ts';
 
 const OUTAGE_MS = 60_000;
@@ -28,19 +28,8 @@ async function readyz(pod: PodEnv): Promise<number> {
 
 describe('data path e2e (explicit capture, real API server)', { concurrency: 1 }, () => {
   let cluster: TestCluster | undefined;
-  let starting: Promise<TestCluster | undefined> | undefined;
-
-  /** One cluster for the suite, started by the first test that can run (skips otherwise, fails under CI). */
-  async function clusterFor(t: TestContext): Promise<TestCluster | undefined> {
-    if (!requireNetns(t)) return undefined;
-    starting ??= startCluster(t);
-    cluster = await starting;
-    return cluster;
-  }
-
-  after(async () => {
-    if (cluster) await cluster.stop();
-  });
+  const suite = suiteCluster();
+  const clusterFor = async (t: TestContext): Promise<TestCluster | undefined> => (cluster = await suite(t));
 
   /** Three Services with two backends each: 10.244.0.1x (alpha), 2x (beta), 3x (gamma). */
   async function threeServices(pod: PodEnv): Promise<string[]> {

@@ -5,34 +5,26 @@
 // proxy UID, exactly as the injector sets them up; discovery comes from the file source (the
 // Service's ClusterIPs are reachable only through the sidecar, so a 200 proves the routing).
 import assert from 'node:assert/strict';
-import { chmodSync, chownSync, lchownSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chownSync, lchownSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { startCluster, type TestCluster } from '../harness/cluster.ts';
-import {
-  bridgeIntoNetns,
-  createNetns,
-  linkNetns,
-  netnsUnavailable,
-  requireNetns,
-  waitForPort,
-} from '../harness/netns.ts';
-import type { Bridge, Netns, Tool } from '../harness/netns.ts';
+import { bridgeIntoNetns, netnsUnavailable, requireNetns } from '../harness/netns.ts';
+import type { Bridge, Netns } from '../harness/netns.ts';
 import { writeTokenDir } from '../harness/token-dir.ts';
-import { repoRoot } from '../harness/tools.ts';
+import {
+  APP_UID,
+  app,
+  CLIENT4,
+  node,
+  PROXY_UID,
+  SERVER4,
+  SERVER6,
+  startPods,
+  tools,
+  type Pods,
+} from '../harness/transparent-pods.ts';
 
-const PROXY_UID = 2102;
-const APP_UID = 1000;
-const node = process.execPath;
-const main = path.join(repoRoot, 'src/main.ts');
-const app = path.join(repoRoot, 'test/harness/capture-app.ts');
-const tools: Tool[] = ['iptables', 'ip6tables', 'iptables-restore', 'ip6tables-restore', 'setpriv'];
-
-const CLIENT4 = '10.244.0.5';
-const SERVER4 = '10.244.0.6';
-const CLIENT6 = 'fd00:10:244::5';
-const SERVER6 = 'fd00:10:244::6';
 const podIPs = [SERVER4, SERVER6];
 
 const services = `apiVersion: v1
@@ -102,67 +94,6 @@ function requestCount(text: string, labels: Record<string, string>): number {
       sum += Number(line.split(' ').pop());
   }
   return sum;
-}
-
-interface Pods {
-  client: Netns;
-  server: Netns;
-  /** Scratch directory readable by the proxy UID (sources, token directories). */
-  dir: string;
-  remove(): Promise<void>;
-}
-
-/**
- * Two pods joined by a veth pair, each with the capture rules, a sidecar as the proxy UID (common
- * flags plus `sidecarFlags`), and the server pod's backend: HTTP on 8080 (the Service) and 9090
- * (in no Service), raw TCP on 9998. `prepare` runs before the sidecars start (e.g. API bridges).
- */
-async function startPods(
-  sidecarFlags: (dir: string) => string[],
-  opts: { env?: NodeJS.ProcessEnv; prepare?: (pods: Pods) => Promise<void> } = {},
-): Promise<Pods> {
-  const dir = mkdtempSync(path.join(tmpdir(), 'outrigger-e2e-'));
-  chmodSync(dir, 0o755); // the sidecars read it as the proxy UID
-  const client = await createNetns('client');
-  const server = await createNetns('server');
-  const pods: Pods = {
-    client,
-    server,
-    dir,
-    remove: async () => {
-      await client.remove();
-      await server.remove();
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-  try {
-    await linkNetns(client, server, {
-      a: [`${CLIENT4}/24`, `${CLIENT6}/64`],
-      b: [`${SERVER4}/24`, `${SERVER6}/64`],
-      defaultRoutes: true,
-    });
-    await opts.prepare?.(pods);
-    const common = ['--capture', 'transparent', '--log-level', 'warn', '--trace-sampling', '0'];
-    const quiet = ['--trace-endpoint', 'http://127.0.0.1:9/', '--pod-info-dir', dir];
-    const flags = sidecarFlags(dir);
-    for (const [pod, extra] of [
-      [client, []],
-      [server, ['--app-port', '8080']],
-    ] as const) {
-      await pod.exec([node, main, 'iptables']);
-      const argv = [node, main, 'proxy', ...common, ...quiet, ...flags, ...extra];
-      const sidecar = pod.spawn(argv, { uid: PROXY_UID, env: { ...process.env, ...opts.env } });
-      sidecar.stderr?.on('data', (d: Buffer) => process.stderr.write(`[${pod.name}] ${d.toString()}`));
-      await waitForPort(pod, '127.0.0.1', 7402, 30_000);
-    }
-    server.spawn([node, app, 'serve', 'server', '8080,9090', '9998'], { uid: APP_UID });
-    await waitForPort(server, '127.0.0.1', 8080);
-    await waitForPort(server, '127.0.0.1', 9998);
-  } catch (e) {
-    await pods.remove();
-    throw e;
-  }
-  return pods;
 }
 
 describe('transparent mode end to end: app -> egress sidecar -> ingress sidecar -> backend', () => {

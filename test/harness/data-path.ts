@@ -3,12 +3,13 @@
 // TokenRequest token, backends on pod IPs, and an app-like load generator. Nothing gets an address
 // in the host namespace; the API server reaches the namespace through a Unix-socket bridge.
 import type { ChildProcess } from 'node:child_process';
+import { after, type TestContext } from 'node:test';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import type { TestCluster } from './cluster.ts';
+import { startCluster, type TestCluster } from './cluster.ts';
 import { sidecarIdentity } from './discovery.ts';
-import { bridgeIntoNetns, createNetns, waitForPort, type Bridge, type Netns } from './netns.ts';
+import { bridgeIntoNetns, createNetns, requireNetns, waitForPort, type Bridge, type Netns } from './netns.ts';
 import { repoRoot } from './tools.ts';
 
 const node = process.execPath;
@@ -166,4 +167,22 @@ export async function podEnv(cluster: TestCluster, namespace: string): Promise<P
     },
   };
   return env;
+}
+
+/**
+ * One cluster for a describe() suite, started by the first test that can run (skips otherwise,
+ * fails under CI) and stopped after the suite. Call inside describe().
+ */
+export function suiteCluster(): (t: TestContext) => Promise<TestCluster | undefined> {
+  let cluster: TestCluster | undefined;
+  let starting: Promise<TestCluster | undefined> | undefined;
+  after(async () => {
+    if (cluster) await cluster.stop();
+  });
+  return async (t) => {
+    if (!requireNetns(t)) return undefined;
+    starting ??= startCluster(t);
+    cluster = await starting;
+    return cluster;
+  };
 }

@@ -82,3 +82,38 @@ test('ExternalName, headless and ClientIP affinity are data', () => {
   assert.equal(session.internalTrafficPolicy, 'Local');
   assert.equal(byName('special-services.yaml', 'sticky').affinityTimeoutSeconds, 10_800);
 });
+
+test("a port's appProtocol comes from the Service, else from its EndpointSlices", () => {
+  const { services, slices } = parseObjects(`
+apiVersion: v1
+kind: Service
+metadata: { name: rpc, namespace: prod }
+spec:
+  clusterIP: 10.96.0.50
+  ports:
+    - { name: grpc, port: 9000, appProtocol: kubernetes.io/h2c }
+    - { name: admin, port: 9001 }
+    - { name: plain, port: 9002 }
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: rpc-1, namespace: prod, labels: { kubernetes.io/service-name: rpc } }
+addressType: IPv4
+ports:
+  - { name: grpc, port: 9000, protocol: TCP, appProtocol: grpc }
+  - { name: admin, port: 9001, protocol: TCP, appProtocol: grpc }
+  - { name: plain, port: 9002, protocol: TCP }
+endpoints:
+  - addresses: [10.1.0.5]
+`);
+  const [rpc] = services.map((s) => mergeService(s, slices));
+  assert.deepEqual(
+    rpc?.ports.map((p) => [p.name, p.appProtocol]),
+    [
+      ['grpc', 'kubernetes.io/h2c'],
+      ['admin', 'grpc'],
+      ['plain', undefined],
+    ],
+  );
+  assert.ok(!('appProtocol' in (rpc?.ports[2] ?? {})));
+});

@@ -58,3 +58,21 @@ test('a header named __proto__ (CVE-2026-21710 shape) is just a header', async (
   assert.match(reply, /^HTTP\/1\.1 200 /);
   assert.equal((await send(proxy.egress, { headers: { host: 'web.prod' } })).status, 200);
 });
+
+test('slowloris under transparent capture (sniffed connections) is cut off with 408 too', async () => {
+  const p = await startProxy(
+    { capture: 'transparent' },
+    {
+      limits: { headersTimeoutMs: 300, requestTimeoutMs: 600, checkIntervalMs: 100 },
+      originalDestination: () => ({ address: '127.0.0.1', port: backend.port }),
+      detectTimeoutMs: 100,
+    },
+  );
+  try {
+    const reply = await raw(p.egress, `GET / HTTP/1.1\r\nHost: web.prod\r\nX-Slow: `, 10_000);
+    assert.ok(!reply.endsWith('<<timeout>>'), 'the connection was closed by the proxy');
+    assert.match(reply, /^HTTP\/1\.1 408 /);
+  } finally {
+    await p.close();
+  }
+});

@@ -130,7 +130,9 @@ test('sniffing tells HTTP/1 from text and binary protocols by the whole first li
   assert.equal(c('PING 42\r\n'), 'tcp');
   assert.equal(c('SET k v\r\n'), 'tcp');
   assert.equal(c('EHLO example.com\r\n'), 'tcp');
-  assert.equal(c('PRI * HTTP/2.0\r\n'), 'tcp');
+  assert.equal(c('PRI * HTTP/2.0\r\n'), 'more');
+  assert.equal(c('PRI * HTTP/2.0\r\n', true), 'tcp');
+  assert.equal(c('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), 'h2');
   assert.equal(c('\u0016\u0003\u0001'), 'tcp');
   assert.equal(c('*1\r\n$4\r\nPING\r\n'), 'tcp');
   assert.equal(c('', true), 'tcp');

@@ -272,3 +272,30 @@ test('new traces: the ratio is applied once, on the trace id that is propagated'
   assert.ok(sampled > 160 && sampled < 240, `sampled ${sampled} of 400 at ratio 0.5`);
   assert.equal(exported.size, sampled);
 });
+
+test('a gRPC call: span named service/method with the RPC attributes and its gRPC status', async () => {
+  const t = setup();
+  const start: HopStart = {
+    ...egress(),
+    method: 'POST',
+    target: '/shop.Catalog/GetItem',
+    rpc: { service: 'shop.Catalog', method: 'GetItem' },
+  };
+  t.tracing.observer.startHop(start).end({ status: 200, grpcStatus: 0 });
+  const server = t.tracing.observer.startHop({ ...start, direction: 'ingress' });
+  server.end({ status: 200, grpcStatus: 5 });
+  const client = t.tracing.observer.startHop(start);
+  client.end({ status: 200, grpcStatus: 14 });
+  const [ok, notFound, unavailable] = await finished(t);
+  assert.equal(ok?.name, 'shop.Catalog/GetItem');
+  assert.equal(ok?.attributes['rpc.system'], 'grpc');
+  assert.equal(ok?.attributes['rpc.service'], 'shop.Catalog');
+  assert.equal(ok?.attributes['rpc.method'], 'GetItem');
+  assert.equal(ok?.attributes['rpc.grpc.status_code'], 0);
+  assert.equal(ok?.status.code, SpanStatusCode.UNSET);
+  // NOT_FOUND is the server working (a SERVER span stays unset); UNAVAILABLE fails a CLIENT span.
+  assert.equal(notFound?.attributes['rpc.grpc.status_code'], 5);
+  assert.equal(notFound?.status.code, SpanStatusCode.UNSET);
+  assert.equal(unavailable?.status.code, SpanStatusCode.ERROR);
+  assert.equal(unavailable?.attributes['error.type'], '14');
+});

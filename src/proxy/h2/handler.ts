@@ -1,0 +1,154 @@
+import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerHttp2Stream } from 'node:http2';
+import type { Socket } from 'node:net';
+import type { Clock } from '../../shared/clock.ts';
+import { errorMessage } from '../../shared/errors.ts';
+import type { Logger } from '../../shared/log.ts';
+import { ThrottledLog } from '../../shared/log-throttle.ts';
+import type { ForwardPlan } from '../forward.ts';
+import { upstreamRequestHeaders } from '../headers.ts';
+import { endOnce, type Direction, type Hop, type HopObserver } from '../observer.ts';
+import type { ProxyErrorCode } from '../status.ts';
+import { answerError, type H2Forwarder } from './forward.ts';
+import { GrpcStatus, isGrpc, parseGrpcTimeout } from './grpc.ts';
+
+/**
+ * The streams of one listener's HTTP/2 connections: each is routed on its own (route), then
+ * forwarded. Routing is the listener's business (egress: the Service at :authority or the original
+ * destination; ingress: the app), so both directions share everything else.
+ */
+export type H2Route =
+  | { kind: 'error'; code: ProxyErrorCode; detail: string; service?: string; stale?: boolean }
+  | {
+      kind: 'plan';
+      plan: ForwardPlan;
+      service?: string;
+      stale?: boolean;
+      headers?: (h: OutgoingHttpHeaders) => void;
+    };
+
+export interface H2StreamContext {
+  stream: ServerHttp2Stream;
+  headers: IncomingHttpHeaders;
+  /** The downstream connection (for its peer and original destination). */
+  socket: Socket;
+}
+
+export interface H2HandlerOptions {
+  direction: Direction;
+  forwarder: H2Forwarder;
+  observer: HopObserver;
+  log: Logger;
+  clock: Clock;
+  route(ctx: H2StreamContext): Promise<H2Route>;
+}
+
+export class H2Handler {
+  readonly #o: H2HandlerOptions;
+  readonly #problems: ThrottledLog;
+
+  constructor(o: H2HandlerOptions) {
+    this.#o = o;
+    this.#problems = new ThrottledLog(o.log, o.clock);
+  }
+
+  readonly onStream = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, socket: Socket): void => {
+    stream.on('error', () => {});
+    const grpc = isGrpc(headers);
+    const hop = this.#startHop(headers, socket, grpc);
+    this.#handle({ stream, headers, socket }, grpc, hop).catch((e: unknown) => {
+      this.#o.log.error('HTTP/2 stream failed unexpectedly', { error: errorMessage(e) });
+      answerError(stream, grpc, 'upstream_failed', 'internal proxy error');
+      hop.end({ status: 0, errorCode: 'upstream_failed', errorMessage: errorMessage(e) });
+    });
+  };
+
+  async #handle(ctx: H2StreamContext, grpc: boolean, hop: Hop): Promise<void> {
+    const { stream, headers } = ctx;
+    // The CONNECT method of RFC 9113 section 8.5 (tunnels over one stream) is not proxied.
+    if (headers[':method'] === 'CONNECT')
+      return this.#refuse(ctx, grpc, hop, 'bad_request', 'CONNECT over HTTP/2 is not supported');
+    const timeout = grpc ? parseGrpcTimeout(headers['grpc-timeout']) : undefined;
+    if (timeout instanceof Error) return this.#refuse(ctx, grpc, hop, 'bad_request', timeout.message);
+    const route = await this.#o.route(ctx);
+    if (route.service) hop.setService(route.service);
+    if (route.stale) hop.setStale(true);
+    if (route.kind === 'error') return this.#refuse(ctx, grpc, hop, route.code, route.detail, route.service);
+    const up = requestHeaders(headers, ctx.socket.remoteAddress);
+    route.headers?.(up);
+    const r = await this.#o.forwarder.forward(
+      { down: stream, headers: up, grpc, ...(timeout === undefined ? {} : { timeoutMs: timeout }) },
+      route.plan,
+      hop,
+    );
+    if (r.errorCode && r.status !== 0)
+      this.#problems.warn(
+        `${r.errorCode}\u0000${route.service ?? ''}`,
+        `${this.#o.direction} stream failed`,
+        {
+          service: route.service,
+          code: r.errorCode,
+          cause: r.errorMessage,
+        },
+      );
+    hop.end(r);
+  }
+
+  #refuse(
+    ctx: H2StreamContext,
+    grpc: boolean,
+    hop: Hop,
+    code: ProxyErrorCode,
+    detail: string,
+    service?: string,
+  ): void {
+    const h = answerError(
+      ctx.stream,
+      grpc,
+      code,
+      detail,
+      code === 'bad_request' ? GrpcStatus.INTERNAL : undefined,
+    );
+    this.#problems.warn(`${code}\u0000${service ?? ''}`, `${this.#o.direction} stream refused`, {
+      service,
+      code,
+      cause: detail,
+    });
+    hop.end({
+      status: Number(h[':status']),
+      errorCode: code,
+      errorMessage: detail,
+      ...(grpc ? { grpcStatus: Number(h['grpc-status']) } : {}),
+    });
+  }
+
+  #startHop(headers: IncomingHttpHeaders, socket: Socket, grpc: boolean): Hop {
+    return endOnce(
+      this.#o.observer.startHop({
+        direction: this.#o.direction,
+        method: String(headers[':method'] ?? ''),
+        target: String(headers[':path'] ?? ''),
+        authority: String(headers[':authority'] ?? headers.host ?? ''),
+        headers,
+        ...(socket.remoteAddress ? { peerAddress: socket.remoteAddress } : {}),
+        protocol: 'http',
+        ...(grpc ? { rpc: rpcOf(String(headers[':path'] ?? '')) } : {}),
+      }),
+    );
+  }
+}
+
+/**
+ * The upstream request's headers: hop-by-hop ones removed and the peer appended to
+ * X-Forwarded-For as on HTTP/1; `te: trailers` stays, gRPC servers require it.
+ */
+function requestHeaders(headers: IncomingHttpHeaders, peer: string | undefined): OutgoingHttpHeaders {
+  const out = upstreamRequestHeaders(headers, peer);
+  if (headers.te === 'trailers') out.te = 'trailers';
+  return out;
+}
+
+/** The gRPC service and method of a `/package.Service/Method` path. */
+export function rpcOf(path: string): { service: string; method: string } {
+  const m = /^\/([^/]+)\/([^/?]+)$/.exec(path);
+  return m ? { service: m[1] as string, method: m[2] as string } : { service: '', method: '' };
+}

@@ -1,0 +1,75 @@
+import type { Socket } from 'node:net';
+import { splitHostPort } from '../../routing/authority.ts';
+import type { Destination as RouteDestination } from '../../routing/router.ts';
+import type { Destination, OriginalDestination } from '../capture-port.ts';
+import { decide, type EgressPolicy } from '../egress-plan.ts';
+import type { IngressHandler } from '../ingress.ts';
+import { HOP_HEADER, markHop, seenBefore } from '../loop.ts';
+import type { H2Route, H2StreamContext } from './handler.ts';
+
+/**
+ * Where an HTTP/2 stream goes, per listener. Egress: the cluster Service named by :authority (or,
+ * under transparent capture, the connection's original destination), balanced by the same plan as
+ * HTTP/1. Ingress: the app.
+ */
+/** appProtocol values that mean prior-knowledge h2c (KEP-3726's name, and gRPC as Istio reads it). */
+const H2C_PROTOCOLS: ReadonlySet<string> = new Set(['kubernetes.io/h2c', 'grpc', 'h2c']);
+
+export const speaksH2c = (appProtocol: string | undefined): boolean =>
+  appProtocol !== undefined && H2C_PROTOCOLS.has(appProtocol.toLowerCase());
+
+/** The CONNECT target of a tunnel whose h2c streams are served here (explicit capture). */
+const tunnelTargets = new WeakMap<Socket, RouteDestination>();
+
+export function markTunnel(socket: Socket, dest: RouteDestination): void {
+  tunnelTargets.set(socket, dest);
+}
+
+export interface EgressH2RouteOptions {
+  policy: EgressPolicy;
+  /** This listener's loop marker (each listener has its own). */
+  token: string;
+  originalDestination?: OriginalDestination;
+}
+
+export function egressH2Route(o: EgressH2RouteOptions): (ctx: H2StreamContext) => Promise<H2Route> {
+  return async ({ headers, socket }) => {
+    if (seenBefore(headers, o.token))
+      return { kind: 'error', code: 'loop_detected', detail: 'this request already passed this sidecar' };
+    let dest: RouteDestination;
+    let original: Destination | undefined;
+    const tunnel = tunnelTargets.get(socket);
+    if (tunnel) {
+      // Inside CONNECT the tunnel's target is the destination, as for the bytes of any tunnel.
+      dest = tunnel;
+    } else if (o.originalDestination) {
+      // Transparent capture: never :authority, which the client picks freely.
+      original = o.originalDestination(socket);
+      if (!original)
+        return { kind: 'error', code: 'misdirected', detail: 'connection was not redirected to the sidecar' };
+      dest = { host: original.address, port: original.port, defaultPort: original.port };
+    } else {
+      const hp = splitHostPort(String(headers[':authority'] ?? headers.host ?? ''));
+      if (!hp) return { kind: 'error', code: 'bad_request', detail: 'missing or malformed :authority' };
+      dest = { host: hp.host, ...(hp.port ? { port: hp.port } : {}), defaultPort: 80 };
+    }
+    const d = await decide(o.policy, dest, original, socket.remoteAddress ?? '');
+    if (d.kind === 'error') return d;
+    return {
+      kind: 'plan',
+      plan: d,
+      ...(d.service ? { service: d.service } : {}),
+      stale: d.stale,
+      headers: (h) => markHop(h, o.token),
+    };
+  };
+}
+
+export function ingressH2Route(ingress: IngressHandler): (ctx: H2StreamContext) => Promise<H2Route> {
+  return ({ socket }) => {
+    const plan = ingress.plan(socket);
+    if ('error' in plan) return Promise.resolve({ kind: 'error', code: plan.code, detail: plan.error });
+    // The loop marker ends at the app, as on HTTP/1.
+    return Promise.resolve({ kind: 'plan', plan, headers: (h) => delete h[HOP_HEADER] });
+  };
+}
