@@ -219,7 +219,7 @@ async function idleRequests(): Promise<Record<string, string>> {
   const perHour = calls.length / services;
   const lists = calls.filter((c) => c.op === 'list').length;
   return {
-    'API requests per subscribed Service per idle hour (watch timeouts 5-10 min, 1 slice watch each + shared Service watch)':
+    'API requests per subscribed Service per idle hour (watch timeouts 5-10 min; the 100 Services share one namespace, so 1 slice watch + the Service watch; fleet figures: scripts/bench/fleet.ts)':
       perHour.toFixed(1),
     'of which relists': String(lists),
   };

@@ -19,7 +19,10 @@ export interface DiscoveryDeps {
   /** process.env, for KUBERNETES_SERVICE_HOST/PORT. */
   env: Record<string, string | undefined>;
   /** Tuning for tests (backoff, timeouts); production uses the defaults. */
-  tuning?: Pick<KubeResolverOptions, 'reflector' | 'waitMs' | 'snapshotDebounceMs' | 'coldBytes'>;
+  tuning?: Pick<
+    KubeResolverOptions,
+    'reflector' | 'waitMs' | 'snapshotDebounceMs' | 'coldBytes' | 'sliceBatchMs'
+  >;
 }
 
 export interface Discovery extends Resolver {
@@ -34,6 +37,8 @@ export type DiscoveryConfig = Pick<
 
 export interface KubeLink {
   transport: KubeTransport;
+  /** What the transport speaks: decides how long watches may live (watchTimeoutFor). */
+  protocol: 'h1' | 'h2';
   identity: Identity | undefined;
   /** The token's or the kubeconfig's namespace, when known. */
   namespace: string | undefined;
@@ -63,9 +68,11 @@ export async function connectKube(
     conn = identityConnection(server, identity);
     namespace = identity.namespace();
   }
-  const transport = createTransport(conn, { protocol: await chooseProtocol(conn) });
+  const protocol = await chooseProtocol(conn);
+  const transport = createTransport(conn, { protocol });
   return {
     transport,
+    protocol,
     identity,
     namespace,
     close: () => {
@@ -74,6 +81,27 @@ export async function connectKube(
     },
   };
 }
+
+/**
+ * Server-side watch timeouts, drawn per watch. Renewing a watch costs one request, so a fleet's
+ * idle load is (watches / mean timeout). Over HTTP/2 a dead connection is found by the transport's
+ * pings (30 s + 15 s) whatever the timeout, so watches can live 30-60 min (about 1.3 requests per
+ * watch per hour). Over HTTP/1.1 nothing but the timeout (plus 30 s of silence) finds a half-open
+ * connection, so it keeps client-go's 5-10 min.
+ */
+export function watchTimeoutFor(protocol: 'h1' | 'h2'): [number, number] {
+  return protocol === 'h2' ? [1800, 3600] : [300, 600];
+}
+
+/** An app's first calls come in a burst: subscriptions within this window share one re-watch. */
+const SLICE_BATCH_MS = 50;
+
+/**
+ * After an API server restart every sidecar relists (their resourceVersions are gone): each
+ * relist waits a random 0-10 s, so a fleet's wave is spread over 10 s instead of arriving at
+ * once. Data stays served (stale) meanwhile.
+ */
+const RELIST_SPREAD_MS = 10_000;
 
 /**
  * The one factory the composition root calls. `--source file:PATH` gives the file resolver;
@@ -87,7 +115,7 @@ export async function createDiscovery(config: DiscoveryConfig, deps: DiscoveryDe
     return Object.assign(r, { namespace: config.namespace ?? 'default' });
   }
   const link = await connectKube(config, deps);
-  const { transport, identity, namespace } = link;
+  const { transport, identity, namespace, protocol } = link;
   const ns = config.namespace ?? namespace ?? 'default';
   const resolver = await createKubeResolver({
     api: transport,
@@ -100,7 +128,13 @@ export async function createDiscovery(config: DiscoveryConfig, deps: DiscoveryDe
     ...(config.snapshot ? { snapshotPath: config.snapshot } : {}),
     transportStats: () => transport.stats,
     tokenExpiresAt: () => identity?.expiresAt(),
+    sliceBatchMs: SLICE_BATCH_MS,
     ...deps.tuning,
+    reflector: {
+      watchTimeoutS: watchTimeoutFor(protocol),
+      relistSpreadMs: RELIST_SPREAD_MS,
+      ...deps.tuning?.reflector,
+    },
   });
   const close = resolver.close.bind(resolver);
   return Object.assign(resolver, {

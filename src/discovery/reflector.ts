@@ -7,8 +7,11 @@ import type { Recovery } from './recovery.ts';
 
 /** Where a reflector delivers what it learns. The sink owns the data; the reflector owns the loop. */
 export interface ReflectorSink {
-  /** A complete, successful list: the only place where an absent object means deleted. */
-  replace(items: unknown[]): void;
+  /**
+   * A complete, successful list: the only place where an absent object means deleted. `selectors`
+   * are the ones the list was made with (they change with reselect()).
+   */
+  replace(items: unknown[], selectors: Record<string, string>): void;
   event(type: 'ADDED' | 'MODIFIED' | 'DELETED', object: unknown): void;
   /** A list succeeded or a watch is established: the data is current. */
   synced(): void;
@@ -36,12 +39,27 @@ export interface ReflectorOptions {
   recovery?: Recovery;
   /** Spread of retries after a recovery signal. */
   recoverySpreadMs?: number;
+  /**
+   * A 410 right after a failure streak means the API server lost our resourceVersion (it
+   * restarted: its watch cache starts at the present). Every sidecar of the cluster relists at that
+   * moment, so the relist waits a random time in [0, relistSpreadMs) to spread that wave; the data
+   * stays served, marked stale, meanwhile.
+   */
+  relistSpreadMs?: number;
 }
 
 class Inactive extends Error {
   constructor() {
     super('watch inactive');
     this.name = 'Inactive';
+  }
+}
+
+/** The selectors changed: the watch ends on purpose and is re-established with the new ones. */
+class Reselected extends Error {
+  constructor() {
+    super('selectors changed');
+    this.name = 'Reselected';
   }
 }
 
@@ -61,11 +79,27 @@ export class Reflector {
   #done: Promise<void> | undefined;
   #watching = false;
   #failing = false;
+  #selectors: Record<string, string>;
+  #relistWanted = false;
+  #currentWatch: AbortController | undefined;
 
   constructor(opts: ReflectorOptions) {
     this.#o = opts;
     this.#backoff = new Backoff(opts.backoff ?? defaultBackoff, opts.random);
     this.#log = opts.logger.child({ reflector: opts.name });
+    this.#selectors = opts.selectors;
+  }
+
+  /**
+   * New selectors for the next request. The open watch ends and is re-established from the last
+   * resourceVersion (no relist) when the new selection is narrower; `relist` when it is wider,
+   * since a watch from an RV carries only later changes, never what newly selected objects are.
+   * That relist asks for the last RV or newer (served from the API server's watch cache).
+   */
+  reselect(selectors: Record<string, string>, opts: { relist: boolean }): void {
+    this.#selectors = selectors;
+    if (opts.relist) this.#relistWanted = true;
+    this.#currentWatch?.abort(new Reselected());
   }
 
   get watching(): boolean {
@@ -86,14 +120,21 @@ export class Reflector {
     let listRV = '0';
     let gones = 0;
     while (!this.#stop.signal.aborted) {
+      if (this.#relistWanted) {
+        this.#relistWanted = false;
+        if (rv !== undefined) [listRV, rv] = [rv, undefined];
+      }
       try {
         if (rv === undefined) {
           rv = await this.#list(listRV);
           this.#ok();
+          // Widened while the list was in flight: that list lacks the new objects, so list again.
+          if (this.#relistWanted) continue;
         }
         const started = this.#o.clock.now();
-        const { opened, events } = await this.#watch(rv, (next) => (rv = next));
+        const { opened, events, reselected } = await this.#watch(rv, (next) => (rv = next));
         gones = 0;
+        if (reselected) continue;
         // A healthy watch ends by its timeout and is resumed at once. One that ends at once with
         // nothing in it gets a backoff pause, so a server closing every watch is no hot loop.
         if (opened && (events > 0 || this.#o.clock.now() - started >= 1_000)) this.#backoff.reset();
@@ -108,6 +149,9 @@ export class Reflector {
           // Repeated 410s relist too, but after a backoff pause, never in a hot loop.
           if (++gones <= 2) {
             this.#log.info('resource version expired; relisting', { resourceVersion: listRV || 'latest' });
+            const spread = this.#o.relistSpreadMs ?? 0;
+            if (gones === 1 && this.#failing && spread > 0)
+              await this.#pause(Math.floor(this.#o.random() * spread), false);
             continue;
           }
         }
@@ -119,20 +163,24 @@ export class Reflector {
   }
 
   async #list(rv: string): Promise<string> {
-    const query: Record<string, string> = { ...this.#o.selectors, resourceVersion: rv };
+    const selectors = this.#selectors;
+    const query: Record<string, string> = { ...selectors, resourceVersion: rv };
     if (rv !== '') query.resourceVersionMatch = 'NotOlderThan';
     const res = await this.#withTimeout(this.#o.listTimeoutMs ?? 30_000, (signal) =>
       this.#o.api.list(this.#o.path, query, signal),
     );
-    this.#o.sink.replace(res.items);
+    this.#o.sink.replace(res.items, selectors);
     return res.resourceVersion;
   }
 
-  async #watch(rv: string, setRV: (rv: string) => void): Promise<{ opened: boolean; events: number }> {
+  async #watch(
+    rv: string,
+    setRV: (rv: string) => void,
+  ): Promise<{ opened: boolean; events: number; reselected?: boolean }> {
     const [min, max] = this.#o.watchTimeoutS ?? [300, 600];
     const timeoutS = Math.floor(min + this.#o.random() * (max - min));
     const query = {
-      ...this.#o.selectors,
+      ...this.#selectors,
       resourceVersion: rv,
       allowWatchBookmarks: 'true',
       timeoutSeconds: String(timeoutS),
@@ -147,6 +195,7 @@ export class Reflector {
     let opened = false;
     let events = 0;
     arm();
+    this.#currentWatch = ac;
     try {
       await this.#o.api.watch(
         this.#o.path,
@@ -171,8 +220,10 @@ export class Reflector {
         this.#log.debug('watch silent for too long; re-watching', { inactivityMs });
         return { opened, events };
       }
+      if (ac.signal.reason instanceof Reselected) return { opened, events, reselected: true };
       throw e;
     } finally {
+      this.#currentWatch = undefined;
       this.#watching = false;
       timer?.cancel();
       this.#stop.signal.removeEventListener('abort', onStop);

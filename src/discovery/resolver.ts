@@ -7,10 +7,10 @@ import { endpointCount, found, markFresh, markStale, statusOf, type Known } from
 import type { KubeApi } from './kube/api.ts';
 import type { TransportStats } from './kube/transport.ts';
 import { mergeService } from './merge.ts';
-import { SERVICE_NAME_LABEL } from './objects.ts';
+import { NamespaceSlices } from './namespace-slices.ts';
 import { Recovery } from './recovery.ts';
-import { Reflector, type ReflectorOptions } from './reflector.ts';
-import { ServiceSet, SliceSet } from './sinks.ts';
+import { Reflector, type ReflectorOptions, type ReflectorSink } from './reflector.ts';
+import { ServiceSet } from './sinks.ts';
 import { readSnapshot, SnapshotWriter, type SnapshotData } from './snapshot.ts';
 import type { DiscoveryStatus, Resolution, Resolver, ServiceInfo, ServiceKey } from './types.ts';
 import { keyString } from './types.ts';
@@ -21,10 +21,13 @@ export interface KubeResolverOptions {
   random: Random;
   logger: Logger;
   /**
-   * LRU bound on live watches besides the one fixed Service watch: each subscription is one
-   * EndpointSlice watch, plus, in 'namespace' scope, one Service watch per other namespace in use.
+   * LRU bound on subscriptions, and so on live watches besides the one fixed Service watch: the
+   * subscriptions of a namespace share one EndpointSlice watch, plus, in 'namespace' scope, one
+   * Service watch per other namespace in use.
    */
   maxWatches: number;
+  /** Subscription changes within this window share one re-watch of their namespace's slices. */
+  sliceBatchMs?: number;
   /**
    * 'cluster': one cluster-wide Service watch, which also feeds the ClusterIP index (transparent
    * capture). 'namespace': the home namespace's Service watch, and one per other namespace that
@@ -43,7 +46,7 @@ export interface KubeResolverOptions {
   absentMs?: number;
   reflector?: Pick<
     ReflectorOptions,
-    'backoff' | 'watchTimeoutS' | 'listTimeoutMs' | 'inactivityMs' | 'recoverySpreadMs'
+    'backoff' | 'watchTimeoutS' | 'listTimeoutMs' | 'inactivityMs' | 'recoverySpreadMs' | 'relistSpreadMs'
   > & { backoff?: BackoffPolicy };
   transportStats?: () => TransportStats;
   tokenExpiresAt?: () => number | undefined;
@@ -57,8 +60,7 @@ export interface KubeResolver extends Resolver {
 interface Subscription {
   key: string;
   ns: string;
-  slices: SliceSet;
-  reflector: Reflector;
+  name: string;
 }
 
 const SLICES = (ns: string): string =>
@@ -97,6 +99,7 @@ class ApiResolver implements KubeResolver {
   readonly #cold: LRUCache<string, Known>;
   readonly #subs: LRUCache<string, Subscription>;
   readonly #serviceSets = new Map<string, { set: ServiceSet; reflector: Reflector }>();
+  readonly #slices = new Map<string, NamespaceSlices>();
   readonly #ips = new Map<string, ServiceKey>();
   readonly #snapshotIPs = new Map<string, ServiceKey>();
   readonly #waiters = new Map<string, Set<() => void>>();
@@ -204,22 +207,31 @@ class ApiResolver implements KubeResolver {
 
   #subscribe(key: string, svcKey: ServiceKey): void {
     if (this.#closing || this.#subs.get(key)) return;
-    const slices = new SliceSet(() => this.#recompute(key));
-    const reflector = this.#reflector(
-      `endpointslices ${key}`,
-      SLICES(svcKey.namespace),
-      { labelSelector: `${SERVICE_NAME_LABEL}=${svcKey.name}` },
-      slices,
-    );
     const cold = this.#cold.get(key);
     if (cold) {
       this.#cold.delete(key);
       this.#known.set(key, cold);
     }
-    this.#subs.set(key, { key, ns: svcKey.namespace, slices, reflector });
+    this.#subs.set(key, { key, ns: svcKey.namespace, name: svcKey.name });
     this.#keepWithinBudget();
     this.#serviceSet(this.#scopeOf(svcKey.namespace));
-    reflector.start();
+    this.#slicesOf(svcKey.namespace).add(svcKey.name);
+  }
+
+  /** The one EndpointSlice watch of a namespace, shared by its subscriptions. */
+  #slicesOf(ns: string): NamespaceSlices {
+    const have = this.#slices.get(ns);
+    if (have) return have;
+    const group = new NamespaceSlices({
+      clock: this.#o.clock,
+      batchMs: this.#o.sliceBatchMs ?? 0,
+      reflector: (selectors, sink) => this.#reflector(`endpointslices ${ns}`, SLICES(ns), selectors, sink),
+      onChange: (names) => {
+        for (const n of names) this.#recompute(`${ns}/${n}`);
+      },
+    });
+    this.#slices.set(ns, group);
+    return group;
   }
 
   /**
@@ -255,7 +267,12 @@ class ApiResolver implements KubeResolver {
   }
 
   #unsubscribe(sub: Subscription, reason: string): void {
-    void sub.reflector.stop();
+    const group = this.#slices.get(sub.ns);
+    group?.remove(sub.name);
+    if (group && group.size === 0 && !this.#closing) {
+      this.#slices.delete(sub.ns);
+      void group.close();
+    }
     const k = this.#known.get(sub.key);
     this.#known.delete(sub.key);
     this.#absent.delete(sub.key);
@@ -268,12 +285,7 @@ class ApiResolver implements KubeResolver {
     this.#log.debug('subscription closed; data moved to the cold tier', { service: sub.key, reason });
   }
 
-  #reflector(
-    name: string,
-    path: string,
-    selectors: Record<string, string>,
-    sink: ServiceSet | SliceSet,
-  ): Reflector {
+  #reflector(name: string, path: string, selectors: Record<string, string>, sink: ReflectorSink): Reflector {
     return new Reflector({
       name,
       api: this.#o.api,
@@ -293,11 +305,12 @@ class ApiResolver implements KubeResolver {
     const sub = this.#subs.peek(key);
     if (!sub) return;
     const set = this.#serviceSets.get(this.#scopeOf(sub.ns) ?? '')?.set;
-    if (!set) return;
+    const slices = this.#slices.get(sub.ns);
+    if (!set || !slices) return;
     const now = this.#o.clock.now();
-    const failure = set.failure ?? sub.slices.failure;
+    const failure = set.failure ?? slices.failure;
     const known = this.#known.get(key);
-    if (!set.listed || !sub.slices.listed) {
+    if (!set.listed || !slices.listed(sub.name)) {
       if (known && failure) markStale(known, now, failure, this.#log);
       return;
     }
@@ -318,7 +331,7 @@ class ApiResolver implements KubeResolver {
       return;
     }
     this.#absent.delete(key);
-    const info = mergeService(svc, [...sub.slices.slices.values()]);
+    const info = mergeService(svc, slices.slicesOf(sub.name));
     const k: Known = known ?? { info, source: 'api' };
     k.info = info;
     k.source = 'api';
@@ -420,7 +433,7 @@ class ApiResolver implements KubeResolver {
 
   status(): DiscoveryStatus {
     let watches = 0;
-    for (const s of this.#subs.values()) if (s.reflector.watching) watches++;
+    for (const g of this.#slices.values()) if (g.watching) watches++;
     for (const s of this.#serviceSets.values()) if (s.reflector.watching) watches++;
     const st = this.#o.transportStats?.();
     const exp = this.#o.tokenExpiresAt?.();
@@ -477,7 +490,10 @@ class ApiResolver implements KubeResolver {
   async close(): Promise<void> {
     this.#closing = true;
     this.#checks.close();
-    await Promise.all([...this.#subs.values(), ...this.#serviceSets.values()].map((s) => s.reflector.stop()));
+    await Promise.all([
+      ...[...this.#slices.values()].map((g) => g.close()),
+      ...[...this.#serviceSets.values()].map((s) => s.reflector.stop()),
+    ]);
     // The last state goes to disk before the subscriptions are dropped.
     await this.#writer?.close(true);
     this.#subs.clear();

@@ -1,4 +1,4 @@
-import { slimService, slimSlice, type KEndpointSlice, type KService } from './objects.ts';
+import { slimService, type KService } from './objects.ts';
 import type { ReflectorSink } from './reflector.ts';
 
 /**
@@ -50,44 +50,5 @@ export class ServiceSet implements ReflectorSink {
   failed(reason: string): void {
     this.failure = reason;
     this.#onHealth();
-  }
-}
-
-/** The EndpointSlices of one subscribed Service (label kubernetes.io/service-name). */
-export class SliceSet implements ReflectorSink {
-  readonly slices = new Map<string, KEndpointSlice>();
-  listed = false;
-  failure: string | undefined;
-  readonly #onChange: () => void;
-
-  constructor(onChange: () => void) {
-    this.#onChange = onChange;
-  }
-
-  replace(items: unknown[]): void {
-    this.slices.clear();
-    for (const raw of items) {
-      const s = slimSlice(raw);
-      this.slices.set(s.metadata.name, s);
-    }
-    this.listed = true;
-    this.#onChange();
-  }
-
-  event(type: 'ADDED' | 'MODIFIED' | 'DELETED', object: unknown): void {
-    const s = slimSlice(object);
-    if (type === 'DELETED') this.slices.delete(s.metadata.name);
-    else this.slices.set(s.metadata.name, s);
-    this.#onChange();
-  }
-
-  synced(): void {
-    this.failure = undefined;
-    this.#onChange();
-  }
-
-  failed(reason: string): void {
-    this.failure = reason;
-    this.#onChange();
   }
 }

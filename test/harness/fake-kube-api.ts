@@ -136,7 +136,9 @@ export class FakeKubeApi implements KubeApi {
 }
 
 function matches(o: Obj, query: Record<string, string>): boolean {
-  const label = query.labelSelector?.split('=');
+  const set = /^([^ ]+) in \(([^)]*)\)$/.exec(query.labelSelector ?? '');
+  if (set && !set[2]?.split(',').includes(o.metadata.labels?.[set[1] ?? ''] ?? '\0')) return false;
+  const label = set ? undefined : query.labelSelector?.split('=');
   if (label && label.length === 2 && o.metadata.labels?.[label[0] ?? ''] !== label[1]) return false;
   const field = query.fieldSelector?.split('=');
   if (field && field[0] === 'metadata.name' && o.metadata.name !== field[1]) return false;

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import {
-  createServices,
+  createService,
+  createSlice,
   discoveryCluster,
   endpointsOf,
   freshnessOf,
@@ -15,8 +16,8 @@ import {
 import type { FaultAction } from '../harness/fault-proxy.ts';
 
 const N = 10;
-const sliceListOf = (svc: string): RegExp =>
-  new RegExp(`/endpointslices\\?(?!.*watch=).*labelSelector=kubernetes.io%2Fservice-name%3D${svc}(&|$)`);
+/** The slice list (not watch) of a namespace: the Services of a namespace share one list. */
+const sliceListOf = (ns: string): RegExp => new RegExp(`/namespaces/${ns}/endpointslices\\?(?!.*watch=)`);
 
 /**
  * The Skipper failure (reference/skipper-rules-removed-on-api-fault.txt), reproduced against a real
@@ -31,15 +32,28 @@ test('relist with failing EndpointSlice reads (500, reset, stall) and 410 mid-wa
   const proxy = await withFaultProxy(t, cluster);
   const id = await sidecarIdentity(cluster, ns);
   t.after(() => id.cleanup());
-  await createServices(cluster.admin, ns, N, (i) => [`10.30.${i}.1`, `10.30.${i}.2`]);
+  // svc-0..svc-2 each in a namespace of its own, whose slice list is the one that fails.
+  const nsOf: string[] = [];
+  for (let i = 0; i < N; i++) {
+    const home = i < 3 ? await cluster.admin.createNamespace('skipper') : ns;
+    nsOf.push(home);
+    await createService(cluster.admin, home, `svc-${i}`);
+    await createSlice(cluster.admin, home, `svc-${i}`, `svc-${i}-a`, [`10.30.${i}.1`, `10.30.${i}.2`]);
+  }
   const { discovery, log } = await startSidecarDiscovery(proxy.url, id.dir, {
-    tuning: { reflector: { listTimeoutMs: 3_000, backoff: { initialMs: 200, maxMs: 2_000, factor: 2 } } },
+    tuning: {
+      reflector: {
+        listTimeoutMs: 3_000,
+        backoff: { initialMs: 200, maxMs: 2_000, factor: 2 },
+        relistSpreadMs: 500,
+      },
+    },
   });
   t.after(() => discovery.close());
   await waitFor('ready', () => discovery.ready());
   const expected = new Map<number, string[]>();
   for (let i = 0; i < N; i++) {
-    const r = await discovery.resolve(key(ns, `svc-${i}`));
+    const r = await discovery.resolve(key(nsOf[i] ?? ns, `svc-${i}`));
     expected.set(i, endpointsOf(r));
     assert.equal(expected.get(i)?.length, 2);
   }
@@ -48,7 +62,7 @@ test('relist with failing EndpointSlice reads (500, reset, stall) and 410 mid-wa
   const assertNothingRemoved = (): void => {
     for (let i = 0; i < N; i++)
       assert.deepEqual(
-        endpointsOf(discovery.peek(key(ns, `svc-${i}`))),
+        endpointsOf(discovery.peek(key(nsOf[i] ?? ns, `svc-${i}`))),
         expected.get(i),
         `svc-${i} lost endpoints`,
       );
@@ -64,7 +78,7 @@ test('relist with failing EndpointSlice reads (500, reset, stall) and 410 mid-wa
 
   // Round 1: HTTP 410 on every watch (after the cut), failing slice lists for svc-0..svc-2.
   const failing: FaultAction[] = [500, 'reset', 'stall'];
-  failing.forEach((action, i) => proxy.rules.push({ match: sliceListOf(`svc-${i}`), action }));
+  failing.forEach((action, i) => proxy.rules.push({ match: sliceListOf(nsOf[i] ?? ns), action }));
   proxy.rules.push({ match: /[?&]watch=1/, action: 410, remaining: 3 * (N + 1) });
   proxy.dropWatches();
   await watchAll(6_000);
@@ -72,11 +86,11 @@ test('relist with failing EndpointSlice reads (500, reset, stall) and 410 mid-wa
   assert.ok((counts['410'] ?? 0) > 0 && (counts['500'] ?? 0) > 0, JSON.stringify(counts));
   assert.ok((counts.reset ?? 0) > 0 && (counts.stall ?? 0) > 0, JSON.stringify(counts));
   for (let i = 0; i < 3; i++)
-    assert.equal(freshnessOf(discovery.peek(key(ns, `svc-${i}`))), 'stale', `svc-${i}`);
+    assert.equal(freshnessOf(discovery.peek(key(nsOf[i] ?? ns, `svc-${i}`))), 'stale', `svc-${i}`);
 
   // Round 2: a 410 ERROR event inside an established watch, while the slice lists still fail.
   proxy.rules.splice(0, proxy.rules.length);
-  failing.forEach((action, i) => proxy.rules.push({ match: sliceListOf(`svc-${i}`), action }));
+  failing.forEach((action, i) => proxy.rules.push({ match: sliceListOf(nsOf[i] ?? ns), action }));
   proxy.rules.push({ match: /[?&]watch=1/, action: 'gone-event', remaining: N + 1 });
   proxy.dropWatches();
   await watchAll(6_000);

@@ -228,3 +228,105 @@ test('stop() from inside a sink callback (between list and watch) leaves no watc
   assert.equal(api.openWatches(), 0);
   assert.equal(r.watching, false);
 });
+
+test('reselect: a narrower selector re-watches from the last RV; a wider one relists from it first', async () => {
+  const { api, clock, sink, r } = setup();
+  api.put(PATH, slice('a'));
+  r.start();
+  await clock.advance(0);
+  await delay(5);
+  const rv = lastWatch(api)?.resourceVersion;
+  const listsBefore = lists(api).length;
+
+  r.reselect({ labelSelector: 'kubernetes.io/service-name in (web)' }, { relist: false });
+  await clock.advance(0);
+  await delay(5);
+  assert.equal(lists(api).length, listsBefore, 'no list for a narrower selection');
+  assert.equal(lastWatch(api)?.labelSelector, 'kubernetes.io/service-name in (web)');
+  assert.equal(lastWatch(api)?.resourceVersion, rv);
+  assert.equal(sink.failures.length, 0, 'a reselect is not a failure');
+
+  r.reselect({ labelSelector: 'kubernetes.io/service-name in (api,web)' }, { relist: true });
+  await clock.advance(0);
+  await delay(5);
+  const relist = lists(api).at(-1);
+  assert.equal(relist?.labelSelector, 'kubernetes.io/service-name in (api,web)');
+  assert.equal(relist?.resourceVersion, rv, 'from the last RV (NotOlderThan), not from scratch');
+  assert.equal(relist?.resourceVersionMatch, 'NotOlderThan');
+  assert.equal(lastWatch(api)?.labelSelector, 'kubernetes.io/service-name in (api,web)');
+  assert.equal(sink.failures.length, 0);
+  await r.stop();
+});
+
+test('reselect during a list: the list finishes with the old selectors, then a relist with the new ones', async () => {
+  const { api, clock, sink, r } = setup();
+  api.put(PATH, slice('a'));
+  r.start(); // the list is in flight (the fake answers on the next tick)
+  r.reselect({ labelSelector: 'kubernetes.io/service-name in (api,web)' }, { relist: true });
+  await clock.advance(0);
+  await delay(5);
+  const calls = api.calls.map((c) => `${c.op} ${c.query.labelSelector}`);
+  assert.deepEqual(calls.slice(0, 3), [
+    'list kubernetes.io/service-name=web',
+    'list kubernetes.io/service-name in (api,web)',
+    'watch kubernetes.io/service-name in (api,web)',
+  ]);
+  assert.equal(sink.replaced, 2);
+  await r.stop();
+});
+
+test('a 410 right after a failure streak (the API server restarted) relists after a random spread', async () => {
+  const api = new FakeKubeApi();
+  const clock = new FakeClock();
+  const r = new Reflector({
+    name: 'test',
+    api,
+    path: PATH,
+    selectors: {},
+    sink: new RecordingSink(),
+    clock,
+    random: () => 0.5,
+    logger: memoryLogger(),
+    relistSpreadMs: 10_000,
+  });
+  r.start();
+  await clock.advance(0);
+  await delay(5);
+  // Outage: the watch breaks and its retries fail; then the server is back without our RV.
+  let down = true;
+  let goneAt: number | undefined;
+  let relistAt: number | undefined;
+  api.fault = (op) => {
+    if (down) return unavailable();
+    if (op === 'watch' && goneAt === undefined) {
+      goneAt = clock.now();
+      return gone();
+    }
+    if (op === 'list') relistAt ??= clock.now();
+    return undefined;
+  };
+  api.breakWatches(unavailable('connection reset'));
+  await clock.advance(2_000);
+  await delay(5);
+  down = false;
+  for (let i = 0; i < 40 && relistAt === undefined; i++) {
+    await clock.advance(500);
+    await delay(2);
+  }
+  assert.ok(goneAt !== undefined && relistAt !== undefined);
+  assert.ok(relistAt - goneAt >= 5_000, `relisted ${relistAt - goneAt} ms after the 410 (0.5 × 10 s spread)`);
+  await r.stop();
+});
+
+test('a 410 on a healthy watch relists at once (no spread: no outage, no wave)', async () => {
+  const { api, clock, r } = setup();
+  r.start();
+  await clock.advance(0);
+  await delay(5);
+  const before = lists(api).length;
+  api.sendError(410);
+  await clock.advance(0);
+  await delay(5);
+  assert.equal(lists(api).length, before + 1);
+  await r.stop();
+});

@@ -125,20 +125,21 @@ test('an API outage keeps every endpoint, marked stale, logged once per Service;
 test('the Skipper failure: Service reads succeed, EndpointSlice relists fail (500, reset, stall, 401, 403): nothing is removed', async () => {
   for (const f of [status(500), unavailable('socket hang up'), 'stall' as const, status(401), status(403)]) {
     const api = new FakeKubeApi();
+    // s1 lives in its own namespace: slices are watched per namespace, so its list is the one failing.
+    const nsOf = (i: number): string => (i === 1 ? 'pay' : 'shop');
     for (let i = 0; i < 3; i++) {
-      putService(api, 'shop', `s${i}`, `10.96.0.${i + 1}`);
-      putSlice(api, 'shop', `s${i}`, `s${i}-a`, [`10.1.${i}.1`, `10.1.${i}.2`]);
+      putService(api, nsOf(i), `s${i}`, `10.96.0.${i + 1}`);
+      putSlice(api, nsOf(i), `s${i}`, `s${i}-a`, [`10.1.${i}.1`, `10.1.${i}.2`]);
     }
     const { clock, r } = await setup({}, api);
-    for (let i = 0; i < 3; i++) await resolve(clock, r, key(`s${i}`));
-    api.fault = (op, path, q) =>
-      path.includes('endpointslices') && op === 'list' && q.labelSelector?.endsWith('=s1') ? f : undefined;
+    for (let i = 0; i < 3; i++) await resolve(clock, r, key(`s${i}`, nsOf(i)));
+    api.fault = (op, path) => (path === SLICES('pay') && op === 'list' ? f : undefined);
     // Everything relists (410 on every watch); only s1's slice list fails.
     api.sendError(410);
     await clock.advance(120_000);
     for (let i = 0; i < 3; i++)
-      assert.equal(addrs(r.peek(key(`s${i}`))).length, 2, `${String(f)}: s${i} kept`);
-    assert.equal(state(r.peek(key('s1'))), 'stale');
+      assert.equal(addrs(r.peek(key(`s${i}`, nsOf(i)))).length, 2, `${String(f)}: s${i} kept`);
+    assert.equal(state(r.peek(key('s1', 'pay'))), 'stale');
     assert.equal(state(r.peek(key('s0'))), 'fresh');
     await r.close();
   }
