@@ -6,7 +6,6 @@
  */
 import { AdminServer } from '../admin/server.ts';
 import { Metrics } from '../admin/metrics.ts';
-import { Balancers, type Algorithm } from '../balance/balancer.ts';
 import type { Config } from '../config/options.ts';
 import type { Resolver } from '../discovery/types.ts';
 import type { OriginalDestination } from '../proxy/capture-port.ts';
@@ -14,20 +13,19 @@ import { EgressHandler } from '../proxy/egress.ts';
 import type { EgressPolicy } from '../proxy/egress-plan.ts';
 import { createH2DataPath } from '../proxy/h2/index.ts';
 import { markTunnel, speaksH2c } from '../proxy/h2/routes.ts';
-import { Forwarder } from '../proxy/forward.ts';
 import { IngressHandler } from '../proxy/ingress.ts';
 import { metricsObserver } from '../proxy/metrics-observer.ts';
 import { podAddressCheck } from '../proxy/pod-addresses.ts';
 import { combineObservers, type HopObserver } from '../proxy/observer.ts';
 import { defaultLimits, type ServerLimits } from '../proxy/server.ts';
 import { Sidecar } from '../proxy/sidecar.ts';
-import { UpstreamClient } from '../proxy/upstream-client.ts';
 import { AffinityTable } from '../routing/affinity.ts';
 import { Router } from '../routing/router.ts';
 import { systemClock, systemRandom, type Clock, type Random } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
 import { appGone } from './app-gone.ts';
 import { discoveryGauges, discoveryReadiness } from './discovery.ts';
+import { createUpstream } from './upstream.ts';
 
 export type DataPathConfig = Pick<
   Config,
@@ -99,22 +97,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     metricsObserver(metrics, clock),
     ...(deps.observer ? [deps.observer] : []),
   );
-  const balancers = new Balancers({
-    algorithm: config.balancer as Algorithm,
-    clock,
-    random,
-    onEject: (service, endpoint) => {
-      metrics.ejection(service);
-      log.warn('endpoint ejected', { service, endpoint });
-    },
-  });
-  const upstream = new UpstreamClient({
-    clock,
-    connectTimeoutMs: config.connectTimeoutMs,
-    responseTimeoutMs: config.requestTimeoutMs,
-    idleTimeoutMs: config.idleTimeoutMs,
-  });
-  const forwarder = new Forwarder({ client: upstream, idleTimeoutMs: config.idleTimeoutMs });
+  const { balancers, upstream, forwarder } = createUpstream(config, { metrics, log, clock, random });
   const ownPorts = new Set([config.egressPort, config.ingressPort, config.adminPort]);
   // Egress may reach the ingress listener (it delivers to the app, never back): a pod calling itself.
   const egressLoopPorts = new Set([config.egressPort, config.adminPort]);

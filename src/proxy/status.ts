@@ -18,6 +18,7 @@ export type ProxyErrorCode = Extract<
   | 'bad_request'
   | 'headers_too_large'
   | 'request_timeout'
+  | 'no_route'
 >;
 
 export const statusOf: Readonly<Record<ProxyErrorCode, number>> = {
@@ -33,6 +34,8 @@ export const statusOf: Readonly<Record<ProxyErrorCode, number>> = {
   bad_request: 400,
   headers_too_large: 431,
   request_timeout: 408,
+  // The gateway: no Ingress rule and no default backend for the host and path.
+  no_route: 404,
 };
 
 export const ERROR_HEADER = 'x-outrigger-error';
@@ -40,6 +43,7 @@ export const ERROR_HEADER = 'x-outrigger-error';
 const reasons: Record<number, string> = {
   400: 'Bad Request',
   403: 'Forbidden',
+  404: 'Not Found',
   408: 'Request Timeout',
   421: 'Misdirected Request',
   431: 'Request Header Fields Too Large',

@@ -62,6 +62,9 @@ export function grpcStatusOf(code: ProxyErrorCode): number {
       return GrpcStatus.INTERNAL;
     case 'request_timeout':
       return GrpcStatus.DEADLINE_EXCEEDED;
+    // The gateway's 404: gRPC maps HTTP 404 to UNIMPLEMENTED (doc/http-grpc-status-mapping.md).
+    case 'no_route':
+      return GrpcStatus.UNIMPLEMENTED;
   }
 }
 
