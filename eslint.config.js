@@ -18,9 +18,8 @@ const allowed = {
   injector: ['shared', 'config'],
   // North-south: the same discovery, routing, balancing and proxy hops as a sidecar's egress.
   gateway: ['shared', 'config', 'discovery', 'routing', 'balance', 'proxy'],
-  // Workload certificates and mTLS; the proxy gets them through its own ports (AgentPool's dial,
-  // the ingress's callerIdentity/refuse), from compose/. The mesh listener reuses the proxy's
-  // limited HTTP server and its one error-to-status mapping.
+  // Workload certificates and mTLS. The mesh listener is built on the proxy's hardened server and
+  // answers with its one status table; the proxy never imports mesh/ (compose/ hands it the TLS).
   mesh: ['shared', 'config', 'identity', 'proxy'],
 };
 const domains = Object.keys(allowed);

@@ -12,6 +12,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { compiledBuild, refBuild, sourcesBuild } from './build.ts';
 import { rounds, type MeasureOptions } from './measure.ts';
+import { gatewayTargets } from './gateway-targets.ts';
 import { outriggerTargets } from './outrigger.ts';
 import { BACKEND_PORT, peerTargets, startBackend } from './peers.ts';
 import { CPUS, dir, have, launch, PIN, waitPort } from './procs.ts';
@@ -77,6 +78,7 @@ async function main(): Promise<void> {
           label: ` (${a.baseline})`,
         })
       : []),
+    ...gatewayTargets({ dir, backendPort: BACKEND_PORT, launch, main: build.main }),
   ];
   const only = a.only?.split(',');
   const chosen = targets.filter((t) => !only || only.includes(t.name));

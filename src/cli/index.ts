@@ -8,6 +8,7 @@ import { injectCommand } from './inject.ts';
 import { installCommand } from './install.ts';
 import { proxyCommand } from './proxy.ts';
 import { demoCommand } from './demo.ts';
+import { gatewayCommand } from './gateway.ts';
 import { statusCommand } from './status.ts';
 import { iptablesCommand } from './iptables.ts';
 import { resolveCommand } from './resolve.ts';
@@ -46,6 +47,7 @@ export function buildCli(): Command {
     installCommand(),
     checkCommand(),
     versionCommand(),
+    gatewayCommand(),
     identityCommand(),
   ])
     program.addCommand(cmd);
@@ -65,7 +67,7 @@ function applyConventions(cmd: Command): void {
 }
 
 /** Long-running commands log JSON lines; the others talk to a person. */
-const LOGGING = new Set(['proxy', 'webhook']);
+const LOGGING = new Set(['proxy', 'webhook', 'gateway']);
 
 function warnUnknownEnv(command: string): void {
   for (const { name, nearest } of unknownEnv(process.env)) {

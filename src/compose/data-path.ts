@@ -6,7 +6,6 @@
  */
 import { AdminServer } from '../admin/server.ts';
 import { Metrics } from '../admin/metrics.ts';
-import { Balancers, type Algorithm } from '../balance/balancer.ts';
 import type { Config } from '../config/options.ts';
 import type { Resolver } from '../discovery/types.ts';
 import type { OriginalDestination } from '../proxy/capture-port.ts';
@@ -29,6 +28,7 @@ import type { Logger } from '../shared/log.ts';
 import type { MeshWiring } from '../mesh/wiring.ts';
 import { appGone } from './app-gone.ts';
 import { discoveryGauges, discoveryReadiness } from './discovery.ts';
+import { createUpstream } from './upstream.ts';
 
 export type DataPathConfig = Pick<
   Config,
@@ -106,27 +106,22 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     metricsObserver(metrics, clock),
     ...(deps.observer ? [deps.observer] : []),
   );
-  const balancers = new Balancers({
-    algorithm: config.balancer as Algorithm,
+  // With the mesh, egress dials endpoints through mutual TLS; the app next door stays plaintext.
+  const { balancers, upstream, forwarder } = createUpstream(config, {
+    metrics,
+    log,
     clock,
     random,
-    onEject: (service, endpoint) => {
-      metrics.ejection(service);
-      log.warn('endpoint ejected', { service, endpoint });
-    },
+    ...(deps.mesh ? { dial: deps.mesh.dial } : {}),
   });
-  const clientOn = (dial?: MeshWiring['dial']): UpstreamClient =>
-    new UpstreamClient({
-      clock,
-      connectTimeoutMs: config.connectTimeoutMs,
-      responseTimeoutMs: config.requestTimeoutMs,
-      idleTimeoutMs: config.idleTimeoutMs,
-      ...(dial ? { dial } : {}),
-    });
-  // With the mesh, egress dials endpoints through mutual TLS; the app next door stays plaintext.
-  const upstream = clientOn(deps.mesh?.dial);
-  const appUpstream = deps.mesh ? clientOn() : upstream;
-  const forwarder = new Forwarder({ client: upstream, idleTimeoutMs: config.idleTimeoutMs });
+  const appUpstream = deps.mesh
+    ? new UpstreamClient({
+        clock,
+        connectTimeoutMs: config.connectTimeoutMs,
+        responseTimeoutMs: config.requestTimeoutMs,
+        idleTimeoutMs: config.idleTimeoutMs,
+      })
+    : upstream;
   const appForwarder = deps.mesh
     ? new Forwarder({ client: appUpstream, idleTimeoutMs: config.idleTimeoutMs })
     : forwarder;

@@ -13,6 +13,7 @@ import { createDataPath } from './data-path.ts';
 import { openDiscovery } from './discovery.ts';
 import { meshDeps, openMesh } from './mesh.ts';
 import { annotationsFile, applyLiveOptions, readPodFile, watchAnnotations } from './live-options.ts';
+import { untilStopped } from './signals.ts';
 import { openTracing, tracingMetrics } from './tracing.ts';
 
 export async function runSidecar(
@@ -67,27 +68,12 @@ export async function runSidecar(
     applyLiveOptions(inputs, readPodFile(annotationsFile(podInfoDir)), { log, tracing }),
   );
 
-  await new Promise<void>((resolve) => {
-    let stopping = false;
-    const stop = (signal: string): void => {
-      if (stopping) {
-        // A second signal (an impatient Ctrl-C) ends the drain.
-        log.warn('second signal: exiting without finishing the drain', { signal });
-        process.exit(1);
-      }
-      stopping = true;
-      log.info('shutting down', { signal, drainSeconds: config.drainSeconds });
-      watcher?.close();
-      void dataPath
-        .drain(config.drainSeconds * 1000)
-        .then(() => {
-          mesh?.close();
-          return Promise.allSettled([tracing.shutdown(), discovery.close(), dataPath.close()]);
-        })
-        .finally(resolve);
-    };
-    process.on('SIGTERM', () => stop('SIGTERM'));
-    process.on('SIGINT', () => stop('SIGINT'));
+  await untilStopped(log, config.drainSeconds, () => {
+    watcher?.close();
+    return dataPath.drain(config.drainSeconds * 1000).then(() => {
+      mesh?.close();
+      return Promise.allSettled([tracing.shutdown(), discovery.close(), dataPath.close()]);
+    });
   });
 }
 

@@ -8,6 +8,7 @@ import {
   type OptionSpec,
 } from './options.ts';
 import { parseValue } from './parse.ts';
+import { gatewayOptions } from './gateway-options.ts';
 
 export interface ConfigInputs {
   /** Raw flag values by option name; repeatable flags as arrays. */
@@ -127,7 +128,11 @@ const NON_OPTION_ENV = [
   'OUTRIGGER_TESTBINS',
 ];
 
-export const knownEnv: ReadonlySet<string> = new Set([...names.map((n) => specOf(n).env), ...NON_OPTION_ENV]);
+export const knownEnv: ReadonlySet<string> = new Set([
+  ...names.map((n) => specOf(n).env),
+  ...Object.values(gatewayOptions).map((s) => s.env),
+  ...NON_OPTION_ENV,
+]);
 
 /**
  * Unknown OUTRIGGER_* variables, each with the nearest known name. A warning, not an error: a

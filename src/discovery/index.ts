@@ -6,7 +6,7 @@ import type { Logger } from '../shared/log.ts';
 import type { KubeConnection } from './kube/connection.ts';
 import { identityConnection } from './kube/in-cluster.ts';
 import { chooseProtocol } from './kube/senders.ts';
-import { createTransport } from './kube/transport.ts';
+import { createTransport, type KubeTransport } from './kube/transport.ts';
 import { createKubeResolver, type KubeResolverOptions } from './resolver.ts';
 import type { Resolver } from './types.ts';
 
@@ -34,6 +34,53 @@ export type DiscoveryConfig = Pick<
   Config,
   'source' | 'kubeconfig' | 'tokenDir' | 'namespace' | 'capture' | 'maxWatches' | 'snapshot'
 >;
+
+export interface KubeLink {
+  transport: KubeTransport;
+  /** What the transport speaks: decides how long watches may live (watchTimeoutFor). */
+  protocol: 'h1' | 'h2';
+  identity: Identity | undefined;
+  /** The token's or the kubeconfig's namespace, when known. */
+  namespace: string | undefined;
+  close(): void;
+}
+
+/**
+ * The API connection discovery reads through: in-cluster (projected token + KUBERNETES_SERVICE_HOST
+ * and _PORT, both required) or with --kubeconfig; no fallback from one to the other. The gateway
+ * shares one link between its Ingress reflectors and its Service resolver.
+ */
+export async function connectKube(
+  config: Pick<Config, 'kubeconfig' | 'tokenDir'>,
+  deps: Pick<DiscoveryDeps, 'clock' | 'logger' | 'env'>,
+): Promise<KubeLink> {
+  let conn: KubeConnection;
+  let identity: Identity | undefined;
+  let namespace: string | undefined;
+  if (config.kubeconfig) {
+    const { kubeconfigConnection } = await import('./kube/kubeconfig.ts');
+    const kc = await kubeconfigConnection(config.kubeconfig);
+    conn = kc;
+    namespace = kc.namespace;
+  } else {
+    const server = inClusterServer(deps.env);
+    identity = await openTokenSource({ dir: config.tokenDir, clock: deps.clock, logger: deps.logger });
+    conn = identityConnection(server, identity);
+    namespace = identity.namespace();
+  }
+  const protocol = await chooseProtocol(conn);
+  const transport = createTransport(conn, { protocol });
+  return {
+    transport,
+    protocol,
+    identity,
+    namespace,
+    close: () => {
+      transport.close();
+      identity?.close();
+    },
+  };
+}
 
 /**
  * Server-side watch timeouts, drawn per watch. Renewing a watch costs one request, so a fleet's
@@ -67,23 +114,9 @@ export async function createDiscovery(config: DiscoveryConfig, deps: DiscoveryDe
     const r = createFileResolver({ path: config.source.path, clock: deps.clock, logger: deps.logger });
     return Object.assign(r, { namespace: config.namespace ?? 'default' });
   }
-  let conn: KubeConnection;
-  let identity: Identity | undefined;
-  let namespace = config.namespace;
-  if (config.kubeconfig) {
-    const { kubeconfigConnection } = await import('./kube/kubeconfig.ts');
-    const kc = await kubeconfigConnection(config.kubeconfig);
-    conn = kc;
-    namespace ??= kc.namespace;
-  } else {
-    const server = inClusterServer(deps.env);
-    identity = await openTokenSource({ dir: config.tokenDir, clock: deps.clock, logger: deps.logger });
-    conn = identityConnection(server, identity);
-    namespace ??= identity.namespace();
-  }
-  const ns = namespace ?? 'default';
-  const protocol = await chooseProtocol(conn);
-  const transport = createTransport(conn, { protocol });
+  const link = await connectKube(config, deps);
+  const { transport, identity, namespace, protocol } = link;
+  const ns = config.namespace ?? namespace ?? 'default';
   const resolver = await createKubeResolver({
     api: transport,
     clock: deps.clock,
@@ -108,8 +141,7 @@ export async function createDiscovery(config: DiscoveryConfig, deps: DiscoveryDe
     namespace: ns,
     close: async (): Promise<void> => {
       await close();
-      transport.close();
-      identity?.close();
+      link.close();
     },
   });
 }

@@ -16,6 +16,14 @@ export interface SnapshotData {
   writtenAt: number;
   services: { info: ServiceInfo; syncedAt?: number }[];
   index: { key: ServiceKey; clusterIPs: string[] }[];
+  /** Gateway mode only; discovery stores these opaquely (JSON text of slimmed API objects). */
+  gateway?: GatewaySnapshot;
+}
+
+export interface GatewaySnapshot {
+  ingresses: string[];
+  ingressClasses: string[];
+  tlsSecrets: { namespace: string; name: string; resourceVersion: string; certPem: string; keyPem: string }[];
 }
 
 let schema: protobuf.Type | undefined;
@@ -63,6 +71,9 @@ interface PbSnapshot {
   writtenAtMs: number | { toNumber(): number };
   services: PbService[];
   index: { namespace: string; name: string; clusterIps: string[] }[];
+  ingressesJson: string[];
+  ingressClassesJson: string[];
+  tlsSecrets: GatewaySnapshot['tlsSecrets'];
 }
 
 const long = (v: number | { toNumber(): number } | undefined): number =>
@@ -143,6 +154,13 @@ export function encodeSnapshot(d: SnapshotData): Buffer {
     writtenAtMs: d.writtenAt,
     services: d.services.map((s) => toPb(s.info, s.syncedAt)),
     index: d.index.map((e) => ({ namespace: e.key.namespace, name: e.key.name, clusterIps: e.clusterIPs })),
+    ...(d.gateway
+      ? {
+          ingressesJson: d.gateway.ingresses,
+          ingressClassesJson: d.gateway.ingressClasses,
+          tlsSecrets: d.gateway.tlsSecrets,
+        }
+      : {}),
   });
   const payload = Buffer.from(T.encode(msg).finish());
   const crc = Buffer.alloc(4);
@@ -176,6 +194,11 @@ export function decodeSnapshot(buf: Buffer): SnapshotData {
       key: { namespace: e.namespace, name: e.name },
       clusterIPs: [...e.clusterIps],
     })),
+    gateway: {
+      ingresses: [...pb.ingressesJson],
+      ingressClasses: [...pb.ingressClassesJson],
+      tlsSecrets: pb.tlsSecrets.map((t) => ({ ...t })),
+    },
   };
 }
 

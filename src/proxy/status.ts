@@ -23,6 +23,7 @@ export type ProxyErrorCode = Extract<
   | 'identity_forbidden'
   | 'identity_review_unavailable'
   | 'mesh_caller_denied'
+  | 'no_route'
 >;
 
 export const statusOf: Readonly<Record<ProxyErrorCode, number>> = {
@@ -45,6 +46,8 @@ export const statusOf: Readonly<Record<ProxyErrorCode, number>> = {
   identity_review_unavailable: 503,
   // A meshed caller whose identity outrigger.dev/allow-from does not list.
   mesh_caller_denied: 403,
+  // The gateway: no Ingress rule and no default backend for the host and path.
+  no_route: 404,
 };
 
 export const ERROR_HEADER = 'x-outrigger-error';
@@ -53,6 +56,7 @@ const reasons: Record<number, string> = {
   400: 'Bad Request',
   401: 'Unauthorized',
   403: 'Forbidden',
+  404: 'Not Found',
   408: 'Request Timeout',
   421: 'Misdirected Request',
   431: 'Request Header Fields Too Large',

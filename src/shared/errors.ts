@@ -23,6 +23,7 @@ export type ErrorCode =
   | 'bad_request'
   | 'headers_too_large'
   | 'request_timeout'
+  | 'no_route'
   | 'admission_invalid'
   | 'source_invalid'
   | 'identity_request_invalid'

@@ -37,6 +37,8 @@ const resources: Record<string, { prefix: string; plural: string; namespaced: bo
   Role: { prefix: '/apis/rbac.authorization.k8s.io/v1', plural: 'roles', namespaced: true },
   RoleBinding: { prefix: '/apis/rbac.authorization.k8s.io/v1', plural: 'rolebindings', namespaced: true },
   Deployment: { prefix: '/apis/apps/v1', plural: 'deployments', namespaced: true },
+  IngressClass: { prefix: '/apis/networking.k8s.io/v1', plural: 'ingressclasses', namespaced: false },
+  Ingress: { prefix: '/apis/networking.k8s.io/v1', plural: 'ingresses', namespaced: true },
   MutatingWebhookConfiguration: {
     prefix: '/apis/admissionregistration.k8s.io/v1',
     plural: 'mutatingwebhookconfigurations',

@@ -122,8 +122,14 @@ test('no test-only code ships: no fake, and every module in dist/ is reachable f
   assert.ok(reached.size > 50, `the import walk found the modules (${reached.size})`);
 });
 
-test('every role starts from the runtime tree: proxy, webhook, the iptables init step, inject', () => {
-  for (const cmd of [['--help'], ['proxy', '--help'], ['webhook', '--help'], ['iptables', '--help']]) {
+test('every role starts from the runtime tree: proxy, webhook, gateway, the iptables init step, inject', () => {
+  for (const cmd of [
+    ['--help'],
+    ['proxy', '--help'],
+    ['webhook', '--help'],
+    ['gateway', '--help'],
+    ['iptables', '--help'],
+  ]) {
     const r = run(cmd);
     assert.equal(r.status, 0, `${cmd.join(' ')}: ${r.out}`);
   }

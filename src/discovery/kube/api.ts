@@ -28,6 +28,8 @@ export interface KubeApi {
     handlers: { onOpen(): void; onEvent(e: WatchEvent): void },
     signal: AbortSignal,
   ): Promise<void>;
+  /** A JSON merge patch (the gateway's Ingress status); optional: read-only users never write. */
+  mergePatch?(path: string, patch: unknown, signal: AbortSignal): Promise<void>;
 }
 
 /** A failed API call, with the HTTP status when there was one. */

@@ -17,8 +17,14 @@ export interface RawResponse {
   body: Readable;
 }
 
+/** A request with a body (the gateway's status writes); lists and watches are GETs without one. */
+export interface SendBody {
+  method: 'PATCH';
+  data: string;
+}
+
 export interface Sender {
-  send(url: URL, headers: Record<string, string>, signal: AbortSignal): Promise<RawResponse>;
+  send(url: URL, headers: Record<string, string>, signal: AbortSignal, body?: SendBody): Promise<RawResponse>;
   close(): void;
 }
 
@@ -35,13 +41,14 @@ export function http1Sender(conn: KubeConnection): Sender {
   const opts = { keepAlive: true, keepAliveMsecs: 30_000, maxFreeSockets: 4 };
   const agent = secure ? new HttpsAgent({ ...opts, ...tlsOptions(conn) }) : new HttpAgent(opts);
   return {
-    send: (url, headers, signal) =>
+    send: (url, headers, signal, body) =>
       new Promise((resolve, reject) => {
-        const req = (secure ? httpsRequest : httpRequest)(url, { agent, headers, signal }, (res) =>
+        const method = body?.method ?? 'GET';
+        const req = (secure ? httpsRequest : httpRequest)(url, { agent, headers, signal, method }, (res) =>
           resolve({ status: res.statusCode ?? 0, body: res }),
         );
         req.on('error', reject);
-        req.end();
+        req.end(body?.data);
       }),
     close: () => agent.destroy(),
   };
@@ -105,19 +112,20 @@ export function http2Sender(conn: KubeConnection): Sender {
   };
 
   return {
-    send: (url, headers, signal) =>
+    send: (url, headers, signal, body) =>
       new Promise((resolve, reject) => {
         const entry = pick();
         let stream: ClientHttp2Stream;
         try {
           stream = entry.s.request(
             {
-              [h2c.HTTP2_HEADER_METHOD]: 'GET',
+              [h2c.HTTP2_HEADER_METHOD]: body?.method ?? 'GET',
               [h2c.HTTP2_HEADER_PATH]: url.pathname + url.search,
               ...headers,
             },
-            { signal, endStream: true },
+            { signal, endStream: body === undefined },
           );
+          if (body) stream.end(body.data);
         } catch (e) {
           entry.usable = false;
           reject(e instanceof Error ? e : new Error(String(e)));

@@ -2,7 +2,7 @@ import type { Readable } from 'node:stream';
 import { errorMessage } from '../../shared/errors.ts';
 import { errorForStatus, KubeError, type KubeApi, type ListResult, type WatchEvent } from './api.ts';
 import type { KubeConnection } from './connection.ts';
-import { http1Sender, http2Sender, type RawResponse, type Sender } from './senders.ts';
+import { http1Sender, http2Sender, type RawResponse, type SendBody, type Sender } from './senders.ts';
 
 export interface TransportStats {
   lists: number;
@@ -14,6 +14,7 @@ export interface TransportStats {
 
 export interface KubeTransport extends KubeApi {
   readonly stats: TransportStats;
+  mergePatch(path: string, patch: unknown, signal: AbortSignal): Promise<void>;
   close(): void;
 }
 
@@ -29,28 +30,35 @@ export function createTransport(conn: KubeConnection, opts: { protocol?: 'h1' | 
   const sender: Sender = opts.protocol === 'h2' ? http2Sender(conn) : http1Sender(conn);
   const stats: TransportStats = { lists: 0, watches: 0, failures: 0, unauthorizedRetries: 0, openWatches: 0 };
 
-  const open = (path: string, query: Record<string, string>, signal: AbortSignal): Promise<RawResponse> => {
+  const open = (
+    path: string,
+    query: Record<string, string>,
+    signal: AbortSignal,
+    body?: SendBody,
+  ): Promise<RawResponse> => {
     const url = new URL(path, conn.server);
     for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
     const headers: Record<string, string> = { accept: 'application/json', 'user-agent': 'outrigger/0.1' };
+    if (body) headers['content-type'] = 'application/merge-patch+json';
     const auth = conn.authorization();
     if (auth) headers.authorization = auth;
-    return sender.send(url, headers, signal);
+    return sender.send(url, headers, signal, body);
   };
 
   const openAuthed = async (
     path: string,
     query: Record<string, string>,
     signal: AbortSignal,
+    payload?: SendBody,
   ): Promise<RawResponse> => {
-    let res = await open(path, query, signal);
+    let res = await open(path, query, signal, payload);
     if (res.status === 401) {
       // Drain the 401 first (its body must be read before anything else can miss its end), then
       // re-read the token, which the kubelet may have rotated, and retry once if it changed.
       const body = await readBody(res.body, 4096).catch(() => '');
       if (!(await conn.unauthorized())) throw errorForStatus(401, path, statusMessage(body));
       stats.unauthorizedRetries++;
-      res = await open(path, query, signal);
+      res = await open(path, query, signal, payload);
     }
     if (res.status !== 200) {
       const body = await readBody(res.body, 4096).catch(() => '');
@@ -114,6 +122,14 @@ export function createTransport(conn: KubeConnection, opts: { protocol?: 'h1' | 
         throw wrap(e, path);
       } finally {
         stats.openWatches--;
+      }
+    },
+    async mergePatch(path, patch, signal): Promise<void> {
+      try {
+        const res = await openAuthed(path, {}, signal, { method: 'PATCH', data: JSON.stringify(patch) });
+        await readBody(res.body, 1024 * 1024);
+      } catch (e) {
+        throw wrap(e, path);
       }
     },
     close(): void {

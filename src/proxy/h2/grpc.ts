@@ -72,6 +72,9 @@ export function grpcStatusOf(code: ProxyErrorCode): number {
       return GrpcStatus.UNAVAILABLE;
     case 'identity_request_invalid':
       return GrpcStatus.INTERNAL;
+    // The gateway's 404: gRPC maps HTTP 404 to UNIMPLEMENTED (doc/http-grpc-status-mapping.md).
+    case 'no_route':
+      return GrpcStatus.UNIMPLEMENTED;
   }
 }
 

@@ -240,3 +240,57 @@ test('a 401 whose token did not change fails promptly even when re-reading the t
     server.close();
   }
 });
+
+test('mergePatch sends a PATCH with a merge-patch body over HTTP/1.1 and HTTP/2; errors keep their codes', async () => {
+  const seen: { method: string; type: string; body: string }[] = [];
+  const record = (method: string, type: string, body: string, status: number) => {
+    seen.push({ method, type, body });
+    return status;
+  };
+  const h1 = await serve((req, res) => {
+    let b = '';
+    req.on('data', (c: Buffer) => (b += c.toString()));
+    req.on('end', () => {
+      res.statusCode = record(
+        req.method ?? '',
+        String(req.headers['content-type']),
+        b,
+        req.url?.includes('forbidden') ? 403 : 200,
+      );
+      res.end('{}');
+    });
+  });
+  const h2 = h2server();
+  h2.on('stream', (stream, headers) => {
+    let b = '';
+    stream.on('data', (c: Buffer) => (b += c.toString()));
+    stream.on('end', () => {
+      stream.respond({
+        ':status': record(String(headers[':method']), String(headers['content-type']), b, 200),
+      });
+      stream.end('{}');
+    });
+  });
+  await new Promise<void>((r) => h2.listen(0, '127.0.0.1', r));
+  const h2url = new URL(`http://127.0.0.1:${(h2.address() as AddressInfo).port}`);
+  const t1 = createTransport(conn(h1.url, ['x']).conn);
+  const t2 = createTransport(conn(h2url, ['x']).conn, { protocol: 'h2' });
+  try {
+    const patch = { status: { loadBalancer: { ingress: [{ ip: '192.0.2.1' }] } } };
+    await t1.mergePatch('/apis/x/status', patch, signal());
+    await t2.mergePatch('/apis/x/status', patch, signal());
+    assert.deepEqual(seen, [
+      { method: 'PATCH', type: 'application/merge-patch+json', body: JSON.stringify(patch) },
+      { method: 'PATCH', type: 'application/merge-patch+json', body: JSON.stringify(patch) },
+    ]);
+    await assert.rejects(
+      t1.mergePatch('/forbidden', patch, signal()),
+      (e: unknown) => e instanceof KubeError && e.code === 'kube_forbidden',
+    );
+  } finally {
+    t1.close();
+    t2.close();
+    h1.server.close();
+    h2.close();
+  }
+});

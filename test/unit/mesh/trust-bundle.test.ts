@@ -36,9 +36,11 @@ test('the trust bundle reloads live, and a broken file keeps the previous roots'
     assert.equal(await bundle.reload(), false, JSON.stringify(broken));
     assert.equal(bundle.pem(), before);
   }
+  // The directory watch may pick this up before the explicit reload does: either one installs it.
   writeFileSync(file, b.trustBundle);
-  assert.equal(await bundle.reload(), true);
+  await bundle.reload();
   assert.equal(bundle.pem().trim(), b.trustBundle.trim());
+  assert.ok(bundle.reloads >= 2);
 });
 
 test('a missing trust bundle at start-up is a configuration error naming the file', async () => {

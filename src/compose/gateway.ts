@@ -1,0 +1,174 @@
+/**
+ * `outrigger gateway`: an Ingress controller built from the sidecar's parts. Discovery reads
+ * Ingresses, IngressClasses and TLS Secrets (src/gateway/store.ts) and Services and EndpointSlices
+ * (the sidecar's resolver) over ONE API connection; requests go through the sidecar's forwarder,
+ * balancer, retry budget and outlier ejection; metrics and a SERVER span per request.
+ * startGateway() wires it from a validated configuration (tests use it directly); gateway-run.ts
+ * adds the process concerns: tracing, signals and the drain.
+ */
+import { AdminServer } from '../admin/server.ts';
+import { Metrics } from '../admin/metrics.ts';
+import type { KubeApi } from '../discovery/kube/api.ts';
+import type { KubeResolver } from '../discovery/resolver.ts';
+import { Certificates } from '../gateway/certs.ts';
+import { IngressGatewayHandler } from '../gateway/handler.ts';
+import { GatewayListeners } from '../gateway/listeners.ts';
+import type { GatewayConfig } from '../config/gateway-options.ts';
+import type { GatewayStore } from '../gateway/store.ts';
+import { metricsObserver } from '../proxy/metrics-observer.ts';
+import { combineObservers, type HopObserver } from '../proxy/observer.ts';
+import { defaultLimits, type ServerLimits } from '../proxy/server.ts';
+import { systemClock, systemRandom, type Clock, type Random } from '../shared/clock.ts';
+import type { Logger } from '../shared/log.ts';
+import { discoveryGauges } from './discovery.ts';
+import { openGatewayDiscovery, type GatewayDiscoveryDeps } from './gateway-discovery.ts';
+import { createUpstream } from './upstream.ts';
+
+/** Attempts per request: the first plus two retries, as the sidecar (Istio's default policy). */
+const MAX_ATTEMPTS = 3;
+
+export interface GatewayDeps {
+  api: KubeApi;
+  clock?: Clock;
+  random?: Random;
+  log: Logger;
+  /** Tracing's observer; metrics are always observed. */
+  observer?: HopObserver;
+  limits?: Partial<ServerLimits>;
+  /** Tuning for tests (backoff, timeouts, debounce); production uses the defaults. */
+  tuning?: GatewayDiscoveryDeps['tuning'] & { discoveryWaitMs?: number };
+  metricsExtra?: () => Record<string, { help: string; value: number }>;
+}
+
+export interface Gateway {
+  ports(): { http: number; https: number | undefined; admin: number };
+  readonly store: GatewayStore;
+  readonly resolver: KubeResolver;
+  readonly metrics: Metrics;
+  /** SIGTERM: readiness turns false, listeners stop accepting, in-flight requests finish. */
+  drain(graceMs: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Promise<Gateway> {
+  const clock = deps.clock ?? systemClock;
+  const random = deps.random ?? systemRandom;
+  const log = deps.log;
+  const metrics = new Metrics();
+  const certs = new Certificates(log.child({ component: 'gateway-tls' }));
+  // The listeners exist only after discovery; until then a new table has no default to refresh.
+  const tls = { refreshDefault: (): void => {} };
+  const discovery = await openGatewayDiscovery(config, { ...deps, clock, random }, (table, secrets) => {
+    certs.update(table, secrets, config.defaultCertificate);
+    tls.refreshDefault();
+  });
+  const { store, resolver } = discovery;
+  const { balancers, upstream, forwarder } = createUpstream(config, { metrics, log, clock, random });
+  // Gateway hops are counted under their own direction label; tracing sees them as SERVER spans.
+  const gatewayMetrics = {
+    request: (_d: string, service: string, status: number, error: string, s: number) =>
+      metrics.request('gateway', service, status, error, s),
+    retry: (_d: string, service: string, reason: string) => metrics.retry('gateway', service, reason),
+    grpcCall: (_d: string, service: string, grpcStatus: number) =>
+      metrics.grpcCall('gateway', service, grpcStatus),
+  };
+  const observer = combineObservers(
+    metricsObserver(gatewayMetrics, clock),
+    ...(deps.observer ? [deps.observer] : []),
+  );
+  const handler = new IngressGatewayHandler({
+    table: () => store.table(),
+    tableStale: () => store.stale(),
+    backends: {
+      resolver,
+      balancers,
+      retryStatuses: new Set(config.retryStatuses),
+      maxAttempts: MAX_ATTEMPTS,
+      waitMs: deps.tuning?.discoveryWaitMs ?? 1_000,
+      ...(config.zone ? { zone: config.zone } : {}),
+      onConnectError: (service) => metrics.connectError(service),
+    },
+    forwarder,
+    observer,
+    log: log.child({ listener: 'gateway' }),
+    clock,
+  });
+  const listeners = new GatewayListeners({
+    http: { host: config.listenHost, port: config.httpPort },
+    https: { host: config.listenHost, port: config.httpsPort },
+    limits: { ...defaultLimits, keepAliveTimeoutMs: config.idleTimeoutMs, ...deps.limits },
+    handler,
+    certs,
+    log,
+    clock,
+    onRejected: (code, status) => metrics.rejected('gateway', status, code),
+  });
+  tls.refreshDefault = () => listeners.refreshDefaultCertificate();
+  tls.refreshDefault();
+  metrics.setSources({
+    discovery: () => discoveryGauges(resolver.status(), clock.now()),
+    extra: () => {
+      const g = store.status();
+      return {
+        outrigger_gateway_ready: {
+          help: 'Routes known (listed or from the snapshot)',
+          value: g.ready ? 1 : 0,
+        },
+        outrigger_gateway_ingresses: { help: 'Ingresses served', value: g.servedIngresses },
+        outrigger_gateway_routes: { help: 'Host and path rules in the route table', value: g.routes },
+        outrigger_gateway_tls_secrets: { help: 'TLS Secrets served', value: g.tlsSecrets },
+        outrigger_gateway_stale_collections: {
+          help: 'Collections (Ingresses, IngressClasses, Secrets) served from last-known-good data',
+          value: g.stale.length,
+        },
+        ...deps.metricsExtra?.(),
+      };
+    },
+  });
+  let draining = false;
+  const admin = new AdminServer({
+    host: config.listenHost,
+    port: config.adminPort,
+    readiness: () => {
+      const g = store.status();
+      return {
+        ready: g.ready && !draining,
+        detail: { gateway: { ready: g.ready, routes: g.routes, stale: g.stale.length }, draining },
+      };
+    },
+    metrics,
+    debug: {
+      gateway: () => store.status(),
+      discovery: () => resolver.status(),
+      certificates: () => certs.served(),
+      config: () => config,
+      balancer: () => balancers.view(),
+      upstream: () => upstream.stats(),
+    },
+  });
+  const closeAll = async (): Promise<void> => {
+    listeners.close();
+    upstream.close();
+    await Promise.allSettled([admin.close(), discovery.close()]);
+  };
+  try {
+    await listeners.start();
+    await admin.start();
+  } catch (e) {
+    // A port in use must not leave the watches and timers holding the process open.
+    await closeAll();
+    throw e;
+  }
+  const l = listeners;
+  return {
+    ports: () => ({ ...l.ports(), admin: admin.port() }),
+    store,
+    resolver,
+    metrics,
+    async drain(graceMs) {
+      draining = true;
+      await l.drain(graceMs);
+    },
+    close: closeAll,
+  };
+}

@@ -1,0 +1,157 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import type { Clock } from '../shared/clock.ts';
+import { errorMessage } from '../shared/errors.ts';
+import type { Logger } from '../shared/log.ts';
+import { ThrottledLog } from '../shared/log-throttle.ts';
+import type { Forwarder } from '../proxy/forward.ts';
+import { toOriginForm, upstreamRequestHeaders } from '../proxy/headers.ts';
+import { startRequestHop, type Hop, type HopObserver } from '../proxy/observer.ts';
+import { sendError, statusOf, writeSocketError, type ProxyErrorCode } from '../proxy/status.ts';
+import { planBackend, type BackendDecision, type BackendPolicy } from './backend.ts';
+import type { GatewayHandler } from './listeners.ts';
+import type { RouteTable } from './table.ts';
+
+/**
+ * One request through the gateway: Host and path -> an Ingress rule (the table of the moment) ->
+ * the endpoints of its Service -> the sidecar's forwarder (retries, timeouts, x-outrigger-error),
+ * observed as a SERVER span and counted in metrics. HTTP/1.1 requests and WebSocket upgrades.
+ */
+export interface HandlerOptions {
+  table: () => RouteTable;
+  /** Whether the routing data (Ingresses, classes, Secrets) is served from last-known-good. */
+  tableStale: () => boolean;
+  backends: BackendPolicy;
+  forwarder: Forwarder;
+  observer: HopObserver;
+  log: Logger;
+  clock: Clock;
+}
+
+type Routed =
+  { kind: 'error'; code: ProxyErrorCode; detail: string } | Extract<BackendDecision, { kind: 'plan' }>;
+
+export class IngressGatewayHandler implements GatewayHandler {
+  readonly #o: HandlerOptions;
+  readonly #problems: ThrottledLog;
+
+  constructor(o: HandlerOptions) {
+    this.#o = o;
+    this.#problems = new ThrottledLog(o.log, o.clock);
+  }
+
+  readonly onRequest = (req: IncomingMessage, res: ServerResponse): void => {
+    const hop = startRequestHop(this.#o.observer, 'ingress', req, 'http');
+    this.#handle(req, res, hop).catch((e: unknown) => {
+      this.#o.log.error('gateway request failed unexpectedly', { error: errorMessage(e) });
+      const status = sendError(res, 'upstream_failed', 'internal proxy error');
+      hop.end({ status, errorCode: 'upstream_failed', errorMessage: errorMessage(e) });
+    });
+  };
+
+  readonly onUpgrade = (req: IncomingMessage, socket: Socket, head: Buffer): void => {
+    const hop = startRequestHop(this.#o.observer, 'ingress', req, 'http');
+    socket.on('error', () => socket.destroy());
+    this.#upgrade(req, socket, head, hop).catch((e: unknown) =>
+      this.#socketFail(socket, hop, 'upstream_failed', errorMessage(e)),
+    );
+  };
+
+  async #handle(req: IncomingMessage, res: ServerResponse, hop: Hop): Promise<void> {
+    const routed = await this.#route(req, hop);
+    if (routed.kind === 'error') {
+      const status = sendError(res, routed.code, routed.detail);
+      hop.end({ status, errorCode: routed.code, errorMessage: routed.detail });
+      return;
+    }
+    req.headers = this.#upstreamHeaders(req, false);
+    const result = await this.#o.forwarder.forward(req, res, routed, hop);
+    if (result.errorCode) this.#warn(result.errorCode, result.errorMessage);
+    hop.end(result);
+  }
+
+  async #upgrade(req: IncomingMessage, socket: Socket, head: Buffer, hop: Hop): Promise<void> {
+    const routed = await this.#route(req, hop);
+    if (routed.kind === 'error') return this.#socketFail(socket, hop, routed.code, routed.detail);
+    const up = routed.next(new Set());
+    if (!up) return this.#socketFail(socket, hop, 'upstream_failed', 'no endpoint');
+    hop.setEndpoint(up.host, up.port);
+    const done = routed.start(up);
+    req.headers = this.#upstreamHeaders(req, true);
+    const trace: Record<string, string> = {};
+    hop.inject(trace);
+    Object.assign(req.headers, trace);
+    this.#o.forwarder.proxy.ws(
+      req,
+      socket,
+      head,
+      { target: { host: up.host, port: up.port } as unknown as string },
+      (err: Error) => {
+        done('connect_failure');
+        this.#socketFail(
+          socket,
+          hop,
+          'upstream_failed',
+          `upgrade to ${up.host}:${up.port} failed: ${errorMessage(err)}`,
+        );
+      },
+    );
+    socket.once('close', () => {
+      done('success');
+      hop.end({ status: 101 });
+    });
+  }
+
+  async #route(req: IncomingMessage, hop: Hop): Promise<Routed> {
+    const target = requestTarget(req);
+    if (!target) return { kind: 'error', code: 'bad_request', detail: 'malformed request target' };
+    const route = this.#o.table().lookup(target.host, target.path);
+    const tableStale = this.#o.tableStale();
+    if (tableStale) hop.setStale(true);
+    if (!route) {
+      return {
+        kind: 'error',
+        code: 'no_route',
+        detail: `no Ingress rule matches ${target.host || '(no host)'}${target.path}`,
+      };
+    }
+    const service = `${route.backend.namespace}/${route.backend.name}`;
+    hop.setService(service);
+    const decision = await planBackend(this.#o.backends, route.backend);
+    if (decision.stale) hop.setStale(true);
+    if (decision.kind === 'error') this.#warn(decision.code, decision.detail, service);
+    return decision;
+  }
+
+  /** X-Forwarded-For appended; X-Forwarded-Proto and -Host set by us: the gateway is the edge. */
+  #upstreamHeaders(req: IncomingMessage, upgrade: boolean): IncomingMessage['headers'] {
+    const h = upstreamRequestHeaders(req.headers, req.socket.remoteAddress, upgrade);
+    h['x-forwarded-proto'] = (req.socket as TLSSocket).encrypted ? 'https' : 'http';
+    if (req.headers.host) h['x-forwarded-host'] = req.headers.host;
+    return h as IncomingMessage['headers'];
+  }
+
+  #warn(code: string, cause: string | undefined, service = ''): void {
+    this.#problems.warn(`${code}\u0000${service}`, 'gateway request failed', { code, service, cause });
+  }
+
+  #socketFail(socket: Socket, hop: Hop, code: ProxyErrorCode, detail: string): void {
+    writeSocketError(socket, code, detail);
+    hop.end({ status: statusOf[code], errorCode: code, errorMessage: detail });
+  }
+}
+
+/**
+ * Host and path of a request: origin-form takes the Host header; absolute-form its own authority
+ * (RFC 9112 section 3.2.2, rewritten to origin-form for the backend). The path stops at the query.
+ * undefined: not a target we can route.
+ */
+export function requestTarget(req: IncomingMessage): { host: string; path: string } | undefined {
+  const t = toOriginForm(req);
+  if ('error' in t) return undefined;
+  if (t.absolute && t.absolute.protocol !== 'http:' && t.absolute.protocol !== 'https:') return undefined;
+  const url = req.url ?? '';
+  const q = url.indexOf('?');
+  return { host: req.headers.host ?? '', path: q < 0 ? url : url.slice(0, q) };
+}

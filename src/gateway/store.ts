@@ -1,0 +1,349 @@
+import type { KubeApi } from '../discovery/kube/api.ts';
+import { Recovery } from '../discovery/recovery.ts';
+import { Reflector, type ReflectorOptions } from '../discovery/reflector.ts';
+import {
+  readSnapshot,
+  SnapshotWriter,
+  type GatewaySnapshot,
+  type SnapshotData,
+} from '../discovery/snapshot.ts';
+import type { Clock, Random } from '../shared/clock.ts';
+import type { Logger } from '../shared/log.ts';
+import { selectIngresses, type ClassPolicy } from './classes.ts';
+import { ObjectSet } from './object-set.ts';
+import {
+  ingressToApi,
+  objectKey,
+  slimIngress,
+  slimIngressClass,
+  slimTlsSecret,
+  type Ingress,
+  type IngressClass,
+  type TlsSecret,
+} from './objects.ts';
+import { RouteTable } from './table.ts';
+
+/**
+ * What the gateway reads from the API, kept under the same last-known-good rules as the sidecar's
+ * discovery (the same Reflector: never stops, relists after 410, never deletes on a failed or
+ * partial read): every Ingress (of one namespace or all), every IngressClass, and exactly the TLS
+ * Secrets the served Ingresses name (one watch each, `fieldSelector=metadata.name=`, so RBAC can
+ * grant them by resourceNames). Every change rebuilds the route table aside and swaps it whole.
+ *
+ * With a snapshot path, the same data is persisted (debounced, atomic, 0600) and loaded before the
+ * first list, so a gateway restarted during an API outage serves every route and certificate it
+ * had; loaded data is stale until a complete list confirms it.
+ */
+export interface GatewayStoreOptions {
+  api: KubeApi;
+  clock: Clock;
+  random: Random;
+  logger: Logger;
+  classPolicy: ClassPolicy;
+  /** Watch Ingresses of this namespace only; all namespaces when unset. */
+  namespace?: string;
+  /** "namespace/name" of the default certificate's Secret. */
+  defaultCertificate?: string;
+  snapshotPath?: string;
+  snapshotDebounceMs?: number;
+  reflector?: Pick<
+    ReflectorOptions,
+    'backoff' | 'watchTimeoutS' | 'listTimeoutMs' | 'inactivityMs' | 'recoverySpreadMs'
+  >;
+  /** Called with every new table (after the swap). */
+  onTable?: (table: RouteTable, secrets: ReadonlyMap<string, TlsSecret>) => void;
+}
+
+export interface GatewayStatus {
+  ready: boolean;
+  ingresses: number;
+  ingressClasses: number;
+  servedIngresses: number;
+  routes: number;
+  tlsSecrets: number;
+  stale: { collection: string; reason: string; since: number }[];
+  problems: { ingress: string; message: string }[];
+}
+
+const INGRESSES = (ns: string | undefined): string =>
+  ns === undefined
+    ? '/apis/networking.k8s.io/v1/ingresses'
+    : `/apis/networking.k8s.io/v1/namespaces/${encodeURIComponent(ns)}/ingresses`;
+const CLASSES = '/apis/networking.k8s.io/v1/ingressclasses';
+const SECRETS = (ns: string): string => `/api/v1/namespaces/${encodeURIComponent(ns)}/secrets`;
+
+interface Watched<T> {
+  set: ObjectSet<T>;
+  reflector: Reflector;
+}
+
+export async function createGatewayStore(o: GatewayStoreOptions): Promise<GatewayStore> {
+  const snapshot = o.snapshotPath ? await readSnapshot(o.snapshotPath, o.logger) : undefined;
+  const store = new GatewayStore(o, snapshot?.gateway);
+  store.start();
+  return store;
+}
+
+export class GatewayStore {
+  readonly #o: GatewayStoreOptions;
+  readonly #log: Logger;
+  readonly #recovery = new Recovery();
+  readonly #ingresses: Watched<Ingress>;
+  readonly #classes: Watched<IngressClass>;
+  readonly #secrets = new Map<string, Watched<TlsSecret>>();
+  readonly #writer: SnapshotWriter | undefined;
+  #table = new RouteTable([]);
+  #served: Ingress[] = [];
+  #fromSnapshot = false;
+  #stale = false;
+  #rebuildQueued = false;
+  #closed = false;
+
+  constructor(o: GatewayStoreOptions, snapshot: GatewaySnapshot | undefined) {
+    this.#o = o;
+    this.#log = o.logger.child({ component: 'gateway-discovery' });
+    const now = (): number => o.clock.now();
+    const changed = (): void => this.#changed();
+    this.#ingresses = this.#watch(
+      'ingresses',
+      INGRESSES(o.namespace),
+      {},
+      new ObjectSet((raw) => keyed(slimIngress(raw)), changed, now),
+    );
+    this.#classes = this.#watch(
+      'ingressclasses',
+      CLASSES,
+      {},
+      new ObjectSet((raw) => keyed(slimIngressClass(raw)), changed, now),
+    );
+    if (o.snapshotPath) {
+      this.#writer = new SnapshotWriter({
+        path: o.snapshotPath,
+        clock: o.clock,
+        logger: this.#log,
+        collect: () => this.#collect(),
+        ...(o.snapshotDebounceMs !== undefined ? { debounceMs: o.snapshotDebounceMs } : {}),
+      });
+    }
+    if (snapshot && snapshot.ingresses.length + snapshot.ingressClasses.length > 0) this.#load(snapshot);
+  }
+
+  start(): void {
+    this.#ingresses.reflector.start();
+    this.#classes.reflector.start();
+    this.#rebuild();
+  }
+
+  /** The current table: swapped whole, so a request sees one table from start to end. */
+  table(): RouteTable {
+    return this.#table;
+  }
+
+  /** The Ingresses the current table was built from (ours by class). */
+  served(): Ingress[] {
+    return this.#served;
+  }
+
+  secrets(): Map<string, TlsSecret> {
+    const out = new Map<string, TlsSecret>();
+    for (const [key, w] of this.#secrets) {
+      const s = w.set.items.get(key);
+      if (s) out.set(key, s);
+    }
+    return out;
+  }
+
+  /** Ready to route: both Ingresses and IngressClasses listed once, or a snapshot loaded. */
+  ready(): boolean {
+    return this.#fromSnapshot || (this.#ingresses.set.listed && this.#classes.set.listed);
+  }
+
+  /**
+   * Stale when any collection the table depends on is failing or not yet confirmed. Read per
+   * request, so it is computed when the collections change (a failure or a recovery is a change).
+   */
+  stale(): boolean {
+    return this.#stale;
+  }
+
+  #computeStale(): boolean {
+    if (this.#ingresses.set.failure || this.#classes.set.failure) return true;
+    for (const w of this.#secrets.values()) if (w.set.failure) return true;
+    return false;
+  }
+
+  status(): GatewayStatus {
+    const stale: GatewayStatus['stale'] = [];
+    const add = (collection: string, set: ObjectSet<unknown>): void => {
+      if (set.failure) stale.push({ collection, ...set.failure });
+    };
+    add('ingresses', this.#ingresses.set);
+    add('ingressclasses', this.#classes.set);
+    for (const [key, w] of this.#secrets) add(`secret ${key}`, w.set);
+    return {
+      ready: this.ready(),
+      ingresses: this.#ingresses.set.items.size,
+      ingressClasses: this.#classes.set.items.size,
+      servedIngresses: this.#table.ingresses,
+      routes: this.#table.routes,
+      tlsSecrets: this.secrets().size,
+      stale,
+      problems: this.#table.problems,
+    };
+  }
+
+  flushSnapshot(): Promise<void> {
+    return this.#writer?.flush() ?? Promise.resolve();
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    const all = [this.#ingresses, this.#classes, ...this.#secrets.values()];
+    await Promise.all(all.map((w) => w.reflector.stop()));
+    await this.#writer?.close(true);
+  }
+
+  #load(s: GatewaySnapshot): void {
+    const parse = <T>(
+      texts: string[],
+      slim: (raw: unknown) => T & { metadata: { namespace: string; name: string } },
+    ) =>
+      texts.map((t): [string, T] => {
+        const v = slim(JSON.parse(t));
+        return [objectKey(v.metadata), v];
+      });
+    try {
+      this.#ingresses.set.load(parse(s.ingresses, slimIngress));
+      this.#classes.set.load(parse(s.ingressClasses, slimIngressClass));
+    } catch (e) {
+      this.#log.warn('gateway snapshot ignored', { reason: (e as Error).message });
+      return;
+    }
+    for (const t of s.tlsSecrets) {
+      const secret: TlsSecret = {
+        kind: 'Secret',
+        metadata: { namespace: t.namespace, name: t.name, resourceVersion: t.resourceVersion },
+        type: 'kubernetes.io/tls',
+        cert: t.certPem,
+        key: t.keyPem,
+      };
+      this.#secretWatch(`${t.namespace}/${t.name}`, false).set.load([[`${t.namespace}/${t.name}`, secret]]);
+    }
+    this.#fromSnapshot = true;
+    this.#log.info('gateway snapshot loaded; serving it as stale until the API confirms it', {
+      ingresses: s.ingresses.length,
+      ingressClasses: s.ingressClasses.length,
+      tlsSecrets: s.tlsSecrets.length,
+    });
+  }
+
+  #watch<T>(name: string, path: string, selectors: Record<string, string>, set: ObjectSet<T>): Watched<T> {
+    const reflector = new Reflector({
+      name,
+      api: this.#o.api,
+      path,
+      selectors,
+      sink: set,
+      clock: this.#o.clock,
+      random: this.#o.random,
+      logger: this.#log,
+      recovery: this.#recovery,
+      ...this.#o.reflector,
+    });
+    return { set, reflector };
+  }
+
+  #secretWatch(key: string, start: boolean): Watched<TlsSecret> {
+    let w = this.#secrets.get(key);
+    if (!w) {
+      const [ns = '', name = ''] = key.split('/');
+      w = this.#watch(
+        `secret ${key}`,
+        SECRETS(ns),
+        { fieldSelector: `metadata.name=${name}` },
+        new ObjectSet(
+          (raw) => {
+            const s = slimTlsSecret(raw, ns);
+            const meta = (raw as { metadata?: { name?: string } } | null)?.metadata;
+            return { key: `${ns}/${meta?.name ?? name}`, value: s };
+          },
+          () => this.#changed(),
+          () => this.#o.clock.now(),
+        ),
+      );
+      this.#secrets.set(key, w);
+    }
+    if (start) w.reflector.start();
+    return w;
+  }
+
+  /** Coalesces a burst of events (a relist, a rollout) into one rebuild. */
+  #changed(): void {
+    if (this.#rebuildQueued || this.#closed) return;
+    this.#rebuildQueued = true;
+    queueMicrotask(() => {
+      this.#rebuildQueued = false;
+      if (!this.#closed) this.#rebuild();
+    });
+  }
+
+  #rebuild(): void {
+    const served = selectIngresses(
+      this.#ingresses.set.items.values(),
+      this.#classes.set.items.values(),
+      this.#o.classPolicy,
+    );
+    const table = new RouteTable(served);
+    this.#served = served;
+    this.#syncSecretWatches(table);
+    this.#stale = this.#computeStale();
+    const before = this.#table;
+    this.#table = table;
+    if (before.routes !== table.routes || before.ingresses !== table.ingresses)
+      this.#log.info('route table rebuilt', { ingresses: table.ingresses, routes: table.routes });
+    this.#o.onTable?.(table, this.secrets());
+    this.#writer?.schedule();
+  }
+
+  /**
+   * Watches exactly the Secrets the table names (plus the default certificate's). A Secret no
+   * longer named is dropped: an Ingress change the API confirmed removed it, not an error.
+   */
+  #syncSecretWatches(table: RouteTable): void {
+    const wanted = table.tlsSecrets();
+    if (this.#o.defaultCertificate) wanted.add(this.#o.defaultCertificate);
+    for (const key of wanted) this.#secretWatch(key, true);
+    for (const [key, w] of this.#secrets) {
+      if (wanted.has(key)) continue;
+      // While the Ingresses themselves are not confirmed, keep what the snapshot had.
+      if (!this.#ingresses.set.listed || !this.#classes.set.listed) continue;
+      this.#secrets.delete(key);
+      void w.reflector.stop();
+    }
+  }
+
+  #collect(): SnapshotData {
+    const json = (xs: Iterable<unknown>): string[] => [...xs].map((x) => JSON.stringify(x));
+    const tlsSecrets = [...this.secrets().values()].map((s) => ({
+      namespace: s.metadata.namespace,
+      name: s.metadata.name,
+      resourceVersion: s.metadata.resourceVersion ?? '',
+      certPem: s.cert,
+      keyPem: s.key,
+    }));
+    return {
+      writtenAt: this.#o.clock.now(),
+      services: [],
+      index: [],
+      gateway: {
+        ingresses: json([...this.#ingresses.set.items.values()].map(ingressToApi)),
+        ingressClasses: json(this.#classes.set.items.values()),
+        tlsSecrets,
+      },
+    };
+  }
+}
+
+function keyed<T extends { metadata: { namespace: string; name: string } }>(v: T): { key: string; value: T } {
+  return { key: objectKey(v.metadata), value: v };
+}
