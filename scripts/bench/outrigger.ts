@@ -32,6 +32,8 @@ export interface OutriggerEnv {
 const A = { egress: benchPort(6), ingress: benchPort(7), admin: benchPort(8) };
 const B = { egress: benchPort(9), ingress: benchPort(10), admin: benchPort(11) };
 const OTLP_SINK = benchPort(15);
+/** The in-process pair (mTLS rows): A's egress. */
+const PAIR_EGRESS = benchPort(16);
 
 /** Whether this checkout has `outrigger proxy` yet. */
 function proxyAvailable(main: string): boolean {
@@ -172,6 +174,24 @@ export async function outriggerTargets(env: OutriggerEnv): Promise<BenchTarget[]
       adminPorts: [A.admin, B.admin],
       note: "egress of sidecar A -> ingress of sidecar B -> backend; CPU and RSS are both sidecars' sums",
     },
+    ...(['plain', 'mtls'] as const).map((mode) => ({
+      name: `outrigger 2 hops pair ${mode === 'mtls' ? 'mTLS' : 'plaintext'}`,
+      port: PAIR_EGRESS,
+      authority: 'two-hop',
+      start: () => [
+        env.launch(process.execPath, [
+          '--max-semi-space-size=2',
+          path.join(import.meta.dirname, 'mesh-pair-child.ts'),
+          mode,
+          String(PAIR_EGRESS),
+          String(env.backendPort),
+        ]),
+      ],
+      note:
+        mode === 'mtls'
+          ? "sidecars A (127.0.0.1) and B (127.0.0.2) in one process, A -> mutual TLS to B's mesh listener -> backend; tracing off"
+          : "the same pair in one process, A -> plaintext to B's ingress listener -> backend; tracing off",
+    })),
     ...(env.semiSpaces ?? []).map((s) =>
       oneHop(`outrigger 1 hop semi-space ${s === 'default' ? 'default' : `${s} MiB`}`, s),
     ),

@@ -38,6 +38,8 @@ export interface AdminOptions {
   debug: Record<string, () => unknown>;
   /** POST /drain (loopback only): a preStop hook's way to start draining before SIGTERM. */
   drain?: () => void;
+  /** Kubelet's rewritten app probes (GET /app-health/...): a status, or undefined for unknown paths. */
+  appHealth?: (path: string) => Promise<number> | undefined;
 }
 
 export function isLoopback(address: string | undefined): boolean {
@@ -86,6 +88,11 @@ export class AdminServer {
     }
     if (path === '/metrics')
       return send(res, 200, this.#o.metrics.contentType, await this.#o.metrics.render());
+    const probed = path.startsWith('/app-health/') ? this.#o.appHealth?.(path) : undefined;
+    if (probed) {
+      const status = await probed;
+      return send(res, status, 'text/plain', status === 200 ? 'ok\n' : 'app probe failed\n');
+    }
     const local = isLoopback(req.socket.remoteAddress);
     if (path === '/drain' && this.#o.drain) {
       if (!local) return send(res, 403, 'text/plain', 'loopback only\n');

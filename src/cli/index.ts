@@ -1,4 +1,5 @@
 import { Command } from 'commander';
+import { identityCommand } from './identity.ts';
 import { unknownEnv } from '../config/load.ts';
 import { createLogger } from '../shared/log.ts';
 import { outriggerVersion } from '../shared/version.ts';
@@ -47,6 +48,7 @@ export function buildCli(): Command {
     checkCommand(),
     versionCommand(),
     gatewayCommand(),
+    identityCommand(),
   ])
     program.addCommand(cmd);
   applyConventions(program);

@@ -72,6 +72,27 @@ export function formatStatus(ready: boolean, d: DiscoveryView, now: number, why 
   return lines.join('\n');
 }
 
+/** The mesh identity line(s), from /debug/identity (absent when mTLS is off). */
+export interface IdentityView {
+  spiffeId: string;
+  ready: boolean;
+  source: string;
+  notAfter?: string;
+  renewAt?: string;
+  renewalFailures: number;
+  lastError?: string;
+}
+
+export function formatIdentity(v: IdentityView, now: number): string {
+  const left = v.notAfter ? `${Math.round((Date.parse(v.notAfter) - now) / 1000)}s` : '-';
+  const lines = [
+    `identity: ${v.spiffeId}   valid: ${v.ready ? 'yes' : 'no'} (${v.source})   expires in: ${left}   renewal failures: ${v.renewalFailures}`,
+  ];
+  if (v.renewAt) lines.push(`  next renewal: ${v.renewAt}`);
+  if (v.lastError) lines.push(`  last error: ${v.lastError}`);
+  return lines.join('\n');
+}
+
 export function statusCommand(): Command {
   const cmd = new Command('status')
     .description("print a running sidecar's discovery state from its admin API; exit 1 when it is not ready")
@@ -81,6 +102,8 @@ export function statusCommand(): Command {
       const base = adminBase(flags.admin);
       const ready = await adminGet(base, '/readyz', 'json');
       const discovery = await adminGet(base, '/debug/discovery', 'json');
+      // Absent (404) when the sidecar runs without mutual TLS.
+      const identity = await adminGet(base, '/debug/identity', 'json');
       if (discovery.status !== 200)
         throw new OutriggerError(
           'kube_forbidden',
@@ -92,6 +115,8 @@ export function statusCommand(): Command {
         process.stdout.write(JSON.stringify(discovery.body, null, 2) + '\n');
         return;
       }
+      if (identity.status === 200)
+        process.stdout.write(formatIdentity(identity.body as IdentityView, Date.now()) + '\n\n');
       const d = discovery.body as DiscoveryView;
       const why = isReady ? '' : notReadyReason(ready.body as ReadyView, d);
       process.stdout.write(formatStatus(isReady, d, Date.now(), why) + '\n');

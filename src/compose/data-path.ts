@@ -13,16 +13,19 @@ import { EgressHandler } from '../proxy/egress.ts';
 import type { EgressPolicy } from '../proxy/egress-plan.ts';
 import { createH2DataPath } from '../proxy/h2/index.ts';
 import { markTunnel, speaksH2c } from '../proxy/h2/routes.ts';
+import { Forwarder } from '../proxy/forward.ts';
 import { IngressHandler } from '../proxy/ingress.ts';
 import { metricsObserver } from '../proxy/metrics-observer.ts';
 import { podAddressCheck } from '../proxy/pod-addresses.ts';
 import { combineObservers, type HopObserver } from '../proxy/observer.ts';
 import { defaultLimits, type ServerLimits } from '../proxy/server.ts';
 import { Sidecar } from '../proxy/sidecar.ts';
+import { UpstreamClient } from '../proxy/upstream-client.ts';
 import { AffinityTable } from '../routing/affinity.ts';
 import { Router } from '../routing/router.ts';
 import { systemClock, systemRandom, type Clock, type Random } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
+import type { MeshWiring } from '../mesh/wiring.ts';
 import { appGone } from './app-gone.ts';
 import { discoveryGauges, discoveryReadiness } from './discovery.ts';
 import { createUpstream } from './upstream.ts';
@@ -73,11 +76,17 @@ export interface DataPathDeps {
   drainGraceMs?: number;
   /** Transparent capture: how long a silent client is waited for before it is treated as TCP. */
   detectTimeoutMs?: number;
+  /** Mutual TLS between sidecars: the egress dialer and the mesh listener. */
+  mesh?: MeshWiring;
+  /** Kubelet's rewritten app probes, replayed on the admin port (mtls strict). */
+  appHealth?: (path: string) => Promise<number> | undefined;
+  /** More /debug sections (mesh identity). */
+  debugExtra?: Record<string, () => unknown>;
 }
 
 export interface DataPath {
   start(): Promise<void>;
-  ports(): { egress: number; ingress: number; admin: number };
+  ports(): { egress: number; ingress: number; admin: number; mesh?: number };
   /** SIGTERM: ingress stops, egress serves until the app has gone or graceMs ends. */
   drain(graceMs: number): Promise<void>;
   close(): Promise<void>;
@@ -97,7 +106,25 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     metricsObserver(metrics, clock),
     ...(deps.observer ? [deps.observer] : []),
   );
-  const { balancers, upstream, forwarder } = createUpstream(config, { metrics, log, clock, random });
+  // With the mesh, egress dials endpoints through mutual TLS; the app next door stays plaintext.
+  const { balancers, upstream, forwarder } = createUpstream(config, {
+    metrics,
+    log,
+    clock,
+    random,
+    ...(deps.mesh ? { dial: deps.mesh.dial } : {}),
+  });
+  const appUpstream = deps.mesh
+    ? new UpstreamClient({
+        clock,
+        connectTimeoutMs: config.connectTimeoutMs,
+        responseTimeoutMs: config.requestTimeoutMs,
+        idleTimeoutMs: config.idleTimeoutMs,
+      })
+    : upstream;
+  const appForwarder = deps.mesh
+    ? new Forwarder({ client: appUpstream, idleTimeoutMs: config.idleTimeoutMs })
+    : forwarder;
   const ownPorts = new Set([config.egressPort, config.ingressPort, config.adminPort]);
   // Egress may reach the ingress listener (it delivers to the app, never back): a pod calling itself.
   const egressLoopPorts = new Set([config.egressPort, config.adminPort]);
@@ -139,19 +166,46 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     },
   });
   const appHost = deps.hosts?.app ?? '127.0.0.1';
-  const ingress = new IngressHandler({
-    forwarder,
+  const ingressOptions = {
+    forwarder: appForwarder,
     observer,
     log: log.child({ listener: 'ingress' }),
     clock,
     appPorts: config.appPorts,
     appHost,
     ownPorts,
-    ...(od ? { originalDestination: od } : {}),
     isPodAddress: deps.isPodAddress ?? podAddressCheck({ podIPs: deps.podIP ? [deps.podIP] : [], clock }),
     connectTimeoutMs: config.connectTimeoutMs,
     idleTimeoutMs: config.idleTimeoutMs,
+  };
+  const ingress = new IngressHandler({
+    ...ingressOptions,
+    ...(od ? { originalDestination: od } : {}),
+    ...(deps.mesh ? { refuse: deps.mesh.refusePlaintext } : {}),
   });
+  const limits = {
+    ...defaultLimits,
+    keepAliveTimeoutMs: config.idleTimeoutMs,
+    uploadIdleTimeoutMs: config.idleTimeoutMs,
+    ...deps.limits,
+  };
+  // Meshed callers: the app port from the handshake, their identity to the app.
+  const meshListener = deps.mesh?.listener(
+    new IngressHandler({
+      ...ingressOptions,
+      log: log.child({ listener: 'mesh' }),
+      // The caller names only the port; the address is ours (the pod's IP under transparent
+      // capture). Explicit mode has no original destinations to honour: the app ports only.
+      originalDestination: (socket) => {
+        const d = deps.mesh?.destination(socket);
+        return d && (transparent || config.appPorts.includes(d.port)) ? d : undefined;
+      },
+      isPodAddress: () => true,
+      callerIdentity: deps.mesh.callerIdentity,
+    }).onRequest,
+    ownPorts,
+    limits,
+  );
   const h2 = createH2DataPath({
     policy,
     ingress,
@@ -179,12 +233,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       handler: ingress,
       h2: h2.ingress,
     },
-    limits: {
-      ...defaultLimits,
-      keepAliveTimeoutMs: config.idleTimeoutMs,
-      uploadIdleTimeoutMs: config.idleTimeoutMs,
-      ...deps.limits,
-    },
+    limits,
     sniff: transparent,
     detectTimeoutMs: deps.detectTimeoutMs ?? 1_000,
     ...(od ? { originalDestination: od } : {}),
@@ -201,8 +250,16 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     host: deps.hosts?.admin ?? '::',
     port: config.adminPort,
     readiness: () => {
-      const ready = deps.resolver.ready() && !draining;
-      return { ready, detail: { discovery: discoveryReadiness(deps.resolver.status()), draining } };
+      const certified = deps.mesh?.ready() ?? true;
+      const ready = deps.resolver.ready() && !draining && certified;
+      return {
+        ready,
+        detail: {
+          discovery: discoveryReadiness(deps.resolver.status()),
+          draining,
+          ...(deps.mesh ? { meshCertificate: certified } : {}),
+        },
+      };
     },
     metrics,
     debug: {
@@ -214,8 +271,11 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
         upstream: upstream.stats(),
         upstreamH2: h2.pool.stats(),
       }),
+      ...(deps.mesh ? { mesh: () => deps.mesh?.stats() } : {}),
+      ...deps.debugExtra,
     },
     drain: () => void dataPath.drain(deps.drainGraceMs ?? 25_000).catch(() => {}),
+    ...(deps.appHealth ? { appHealth: deps.appHealth } : {}),
   });
   let drainPromise: Promise<void> | undefined;
   const dataPath: DataPath = {
@@ -223,15 +283,21 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     sidecar,
     async start() {
       await sidecar.start();
+      await meshListener?.start();
       await admin.start();
       // With port 0 (tests) the bound ports are known only now; the loop guard must see them.
       const { egress: e, ingress: i, admin: a } = dataPath.ports();
       for (const p of [e, i, a]) ownPorts.add(p);
       for (const p of [e, a]) egressLoopPorts.add(p);
     },
-    ports: () => ({ ...sidecar.ports(), admin: admin.port() }),
+    ports: () => ({
+      ...sidecar.ports(),
+      admin: admin.port(),
+      ...(meshListener ? { mesh: meshListener.port() } : {}),
+    }),
     drain(graceMs) {
       draining = true;
+      meshListener?.stopAccepting();
       drainPromise ??= sidecar.drain(graceMs, () =>
         appGone([appHost, ...(deps.podIP ? [deps.podIP] : [])], config.appPorts),
       );
@@ -240,6 +306,8 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     async close() {
       sidecar.close();
       upstream.close();
+      if (appUpstream !== upstream) appUpstream.close();
+      await meshListener?.close();
       h2.pool.close();
       await admin.close();
     },

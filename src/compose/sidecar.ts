@@ -11,6 +11,7 @@ import { systemClock, systemRandom } from '../shared/clock.ts';
 import { createLogger, type LogLevel } from '../shared/log.ts';
 import { createDataPath } from './data-path.ts';
 import { openDiscovery } from './discovery.ts';
+import { meshDeps, openMesh } from './mesh.ts';
 import { annotationsFile, applyLiveOptions, readPodFile, watchAnnotations } from './live-options.ts';
 import { untilStopped } from './signals.ts';
 import { openTracing, tracingMetrics } from './tracing.ts';
@@ -24,10 +25,15 @@ export async function runSidecar(
   const clock = systemClock;
   const log = createLogger({ level: config.logLevel as LogLevel, base: { component: 'outrigger' } });
   const discovery = await openDiscovery(config, { clock, random: systemRandom, log, env });
+  const mesh = await openMesh(config, { clock, log, env }).catch(async (e: unknown) => {
+    await discovery.close();
+    throw e;
+  });
   const labels = readPodFile(join(podInfoDir, 'labels'));
   const zone = config.zone ?? labels['topology.kubernetes.io/zone'];
   const { tracing, pod } = openTracing(config, { env, labels, log });
   const originalDestination = await captureDestination(config);
+  const traceMetrics = tracingMetrics(tracing);
   const dataPath = createDataPath(config, {
     resolver: discovery,
     namespace: discovery.namespace,
@@ -41,12 +47,14 @@ export async function runSidecar(
     ...(originalDestination ? { originalDestination } : {}),
     configView: () => config,
     drainGraceMs: config.drainSeconds * 1000,
-    metricsExtra: tracingMetrics(tracing),
+    metricsExtra: () => ({ ...traceMetrics(), ...mesh?.identity.metrics() }),
+    ...meshDeps(mesh, config, env),
   });
   try {
     await dataPath.start();
   } catch (e) {
     // A port in use must not leave discovery's watches and timers holding the process open.
+    mesh?.close();
     await Promise.allSettled([dataPath.close(), tracing.shutdown(), discovery.close()]);
     throw e;
   }
@@ -62,9 +70,10 @@ export async function runSidecar(
 
   await untilStopped(log, config.drainSeconds, () => {
     watcher?.close();
-    return dataPath
-      .drain(config.drainSeconds * 1000)
-      .then(() => Promise.allSettled([tracing.shutdown(), discovery.close(), dataPath.close()]));
+    return dataPath.drain(config.drainSeconds * 1000).then(() => {
+      mesh?.close();
+      return Promise.allSettled([tracing.shutdown(), discovery.close(), dataPath.close()]);
+    });
   });
 }
 

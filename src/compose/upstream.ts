@@ -2,7 +2,7 @@ import type { Metrics } from '../admin/metrics.ts';
 import { Balancers, type Algorithm } from '../balance/balancer.ts';
 import type { Config } from '../config/options.ts';
 import { Forwarder } from '../proxy/forward.ts';
-import { UpstreamClient } from '../proxy/upstream-client.ts';
+import { UpstreamClient, type UpstreamClientOptions } from '../proxy/upstream-client.ts';
 import type { Clock, Random } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
 
@@ -12,7 +12,14 @@ import type { Logger } from '../shared/log.ts';
  */
 export function createUpstream(
   config: Pick<Config, 'balancer' | 'connectTimeoutMs' | 'requestTimeoutMs' | 'idleTimeoutMs'>,
-  deps: { metrics: Metrics; log: Logger; clock: Clock; random: Random },
+  deps: {
+    metrics: Metrics;
+    log: Logger;
+    clock: Clock;
+    random: Random;
+    /** Mutual TLS to meshed endpoints (the sidecar's egress). */
+    dial?: UpstreamClientOptions['dial'];
+  },
 ): { balancers: Balancers; upstream: UpstreamClient; forwarder: Forwarder } {
   const { metrics, log, clock, random } = deps;
   const balancers = new Balancers({
@@ -29,6 +36,7 @@ export function createUpstream(
     connectTimeoutMs: config.connectTimeoutMs,
     responseTimeoutMs: config.requestTimeoutMs,
     idleTimeoutMs: config.idleTimeoutMs,
+    ...(deps.dial ? { dial: deps.dial } : {}),
   });
   const forwarder = new Forwarder({ client: upstream, idleTimeoutMs: config.idleTimeoutMs });
   return { balancers, upstream, forwarder };

@@ -109,6 +109,21 @@ const NON_OPTION_ENV = [
   'OUTRIGGER_WEBHOOK_TLS_CERT',
   'OUTRIGGER_WEBHOOK_TLS_KEY',
   'OUTRIGGER_WEBHOOK_SHUTDOWN_DELAY_SECONDS',
+  // `outrigger identity`, the certificate issuer (src/cli/identity.ts).
+  ...[
+    'LISTEN',
+    'CA_CERT',
+    'CA_KEY',
+    'TRUST_BUNDLE',
+    'TRUST_DOMAIN',
+    'AUDIENCE',
+    'CERT_TTL',
+    'SERVING_NAMES',
+    'ALLOW_UNBOUND_TOKENS',
+    'TOKEN_DIR',
+    'LOG_LEVEL',
+    'SHUTDOWN_DELAY_SECONDS',
+  ].map((k) => `OUTRIGGER_IDENTITY_${k}`),
   'OUTRIGGER_CLUSTER_DIR',
   'OUTRIGGER_TESTBINS',
 ];

@@ -355,6 +355,83 @@ export const options = {
       'inject as a native sidecar (Kubernetes 1.29+); false: a first app container that holds the app until ready',
     scope: 'inject',
   }),
+  // Mesh identity and mutual TLS (docs/identity.md).
+  mtls: opt({
+    flag: '--mtls <mode>',
+    env: 'OUTRIGGER_MTLS',
+    annotation: a('mtls'),
+    parser: p.oneOf('off', 'permissive', 'strict'),
+    default: 'off',
+    describe:
+      'mesh identity and mutual TLS: off; permissive (a certificate from outrigger identity, plaintext still accepted); strict (meshed callers only)',
+    scope: 'proxy',
+  }),
+  meshPort: opt({
+    flag: '--mesh-port <port>',
+    env: 'OUTRIGGER_MESH_PORT',
+    parser: p.port,
+    default: 7403,
+    describe: 'mutual-TLS listener for meshed callers (the same on every pod)',
+    scope: 'proxy',
+  }),
+  appProbes: opt<Record<string, p.AppProbe>>({
+    flag: '--app-probes <json>',
+    env: 'OUTRIGGER_APP_PROBES',
+    parser: p.appProbes,
+    default: {},
+    describe:
+      "the app's original probes, replayed on the admin port at /app-health/... (set by the injector under mtls strict)",
+    scope: 'proxy',
+  }),
+  allowFrom: opt<p.AllowRule[]>({
+    flag: '--allow-from <rules>',
+    env: 'OUTRIGGER_ALLOW_FROM',
+    annotation: a('allow-from'),
+    parser: p.allowFrom,
+    default: [],
+    describe: 'meshed callers allowed in (namespace/serviceaccount or namespace/*); others get 403',
+    scope: 'proxy',
+  }),
+  trustDomain: opt({
+    flag: '--trust-domain <name>',
+    env: 'OUTRIGGER_TRUST_DOMAIN',
+    parser: p.trustDomain,
+    default: 'cluster.local',
+    describe: 'SPIFFE trust domain of mesh identities',
+    scope: 'proxy',
+  }),
+  identityIssuer: opt({
+    flag: '--identity-issuer <url>',
+    env: 'OUTRIGGER_IDENTITY_ISSUER',
+    parser: p.url,
+    default: 'https://outrigger-identity.outrigger-system.svc/',
+    describe: 'the outrigger identity certificate issuer',
+    scope: 'proxy',
+  }),
+  identityTokenFile: opt({
+    flag: '--identity-token-file <path>',
+    env: 'OUTRIGGER_IDENTITY_TOKEN_FILE',
+    parser: p.nonEmpty,
+    default: '/var/run/secrets/outrigger.dev/identity/token',
+    describe: 'projected service-account token of audience outrigger-identity',
+    scope: 'proxy',
+  }),
+  identityDir: opt({
+    flag: '--identity-dir <dir>',
+    env: 'OUTRIGGER_IDENTITY_DIR',
+    parser: p.nonEmpty,
+    default: '/var/run/outrigger/identity',
+    describe: "where the mesh key and certificate are kept (the pod's in-memory emptyDir)",
+    scope: 'proxy',
+  }),
+  trustBundleFile: opt({
+    flag: '--trust-bundle-file <path>',
+    env: 'OUTRIGGER_TRUST_BUNDLE_FILE',
+    parser: p.nonEmpty,
+    default: '/etc/outrigger/trust/ca.crt',
+    describe: 'mesh trust roots (PEM), reloaded when the file changes',
+    scope: 'proxy',
+  }),
 } as const;
 
 export type OptionName = keyof typeof options;

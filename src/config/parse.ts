@@ -118,3 +118,73 @@ export function parseValue<T>(p: Parser<T>, key: string, raw: string, origin: st
     );
   }
 }
+
+export const trustDomain = parser(
+  "1-255 characters of a-z, 0-9, '.', '_', '-' such as cluster.local",
+  (raw) => {
+    if (!/^[a-z0-9._-]{1,255}$/.test(raw.trim())) throw new ValueError();
+    return raw.trim();
+  },
+);
+
+/** Kubernetes names: namespaces are DNS-1123 labels, service accounts DNS-1123 subdomains. */
+export const validNamespace = (s: string): boolean => /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(s);
+export const validServiceAccount = (s: string): boolean =>
+  /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/.test(s);
+
+/** One outrigger.dev/allow-from entry; serviceAccount '*' is every account of the namespace. */
+export interface AllowRule {
+  namespace: string;
+  serviceAccount: string;
+}
+
+export const allowFrom = parser(
+  'comma-separated namespace/serviceaccount or namespace/* entries, such as shop/checkout,monitoring/* (empty: any caller)',
+  (raw): AllowRule[] => {
+    const rules: AllowRule[] = [];
+    for (const part of raw.split(',')) {
+      const entry = part.trim();
+      if (!entry) continue;
+      const [namespace = '', serviceAccount = '', extra] = entry.split('/');
+      if (
+        extra !== undefined ||
+        !validNamespace(namespace) ||
+        !(serviceAccount === '*' || validServiceAccount(serviceAccount))
+      )
+        throw new ValueError(`entry ${JSON.stringify(entry)} is not of that form`);
+      rules.push({ namespace, serviceAccount });
+    }
+    return rules;
+  },
+);
+
+/** An app probe the sidecar replays (outrigger.dev/mtls: strict); no path means TCP. */
+export interface AppProbe {
+  port: number;
+  path?: string;
+  scheme?: 'HTTP' | 'HTTPS';
+  headers?: Record<string, string>;
+}
+
+export const appProbes = parser(
+  'a JSON object of /app-health/<container>/<kind> to {"port","path","scheme","headers"} (set by the injector)',
+  (raw): Record<string, AppProbe> => {
+    let v: unknown;
+    try {
+      v = JSON.parse(raw.trim() || '{}');
+    } catch {
+      throw new ValueError('not JSON');
+    }
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new ValueError('not an object');
+    for (const [key, probe] of Object.entries(v as Record<string, unknown>)) {
+      const pr = probe as Partial<AppProbe> | null;
+      if (
+        !key.startsWith('/app-health/') ||
+        typeof pr?.port !== 'number' ||
+        !(pr.port >= 1 && pr.port <= 65535)
+      )
+        throw new ValueError(`entry ${JSON.stringify(key)} is not one`);
+    }
+    return v as Record<string, AppProbe>;
+  },
+);

@@ -9,7 +9,16 @@ export const VOLUMES = {
   podInfo: 'outrigger-podinfo',
   snapshot: 'outrigger-snapshot',
   xtables: 'outrigger-xtables',
+  identityToken: 'outrigger-identity-token',
+  identity: 'outrigger-identity',
+  trust: 'outrigger-trust',
 } as const;
+/** The ConfigMap with the mesh trust roots, in the pod's namespace (scripts/gen-mesh-ca writes it). */
+export const TRUST_BUNDLE_CONFIGMAP = 'outrigger-trust-bundle';
+export const IDENTITY_AUDIENCE = 'outrigger-identity';
+
+const meshOn = (config: Config): boolean => config.mtls !== 'off';
+const dirOf = (file: string): string => file.slice(0, file.lastIndexOf('/')) || '/';
 export const SNAPSHOT_DIR = '/var/run/outrigger/snapshot';
 
 /**
@@ -89,6 +98,13 @@ export function sidecarContainer(inputs: SidecarInputs): Container {
     { name: VOLUMES.token, mountPath: config.tokenDir, readOnly: true },
     { name: VOLUMES.podInfo, mountPath: config.podInfoDir, readOnly: true },
     ...(config.snapshotEnabled ? [{ name: VOLUMES.snapshot, mountPath: SNAPSHOT_DIR }] : []),
+    ...(meshOn(config)
+      ? [
+          { name: VOLUMES.identityToken, mountPath: dirOf(config.identityTokenFile), readOnly: true },
+          { name: VOLUMES.identity, mountPath: config.identityDir },
+          { name: VOLUMES.trust, mountPath: dirOf(config.trustBundleFile), readOnly: true },
+        ]
+      : []),
   ];
   return {
     name: SIDECAR_NAME,
@@ -96,7 +112,12 @@ export function sidecarContainer(inputs: SidecarInputs): Container {
     imagePullPolicy: 'IfNotPresent',
     args: ['proxy'],
     ...(native ? { restartPolicy: 'Always' } : {}),
-    ports: [{ name: 'outrigger-admin', containerPort: config.adminPort, protocol: 'TCP' }],
+    ports: [
+      { name: 'outrigger-admin', containerPort: config.adminPort, protocol: 'TCP' },
+      ...(meshOn(config)
+        ? [{ name: 'outrigger-mesh', containerPort: config.meshPort, protocol: 'TCP' }]
+        : []),
+    ],
     env: sidecarEnv(inputs),
     resources: {
       requests: { cpu: config.proxyCpu, memory: config.proxyMemory },
@@ -194,7 +215,39 @@ export function volumes(config: Config, capture: Capture): { name: string; [k: s
   if (config.snapshotEnabled) out.push({ name: VOLUMES.snapshot, emptyDir: { sizeLimit: '64Mi' } });
   if (capture === 'transparent')
     out.push({ name: VOLUMES.xtables, emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } });
+  if (meshOn(config)) out.push(...meshVolumes(config));
   return out;
+}
+
+/**
+ * Mesh identity: a second projected token for the issuer's audience only (the discovery token is
+ * never sent to the issuer), an in-memory emptyDir that keeps the certificate across sidecar
+ * restarts, and the trust roots from a ConfigMap (live: no subPath).
+ */
+function meshVolumes(config: Config): { name: string; [k: string]: unknown }[] {
+  const tokenFile = config.identityTokenFile.slice(config.identityTokenFile.lastIndexOf('/') + 1);
+  const bundleFile = config.trustBundleFile.slice(config.trustBundleFile.lastIndexOf('/') + 1);
+  return [
+    {
+      name: VOLUMES.identityToken,
+      projected: {
+        sources: [
+          {
+            serviceAccountToken: {
+              path: tokenFile,
+              audience: IDENTITY_AUDIENCE,
+              expirationSeconds: TOKEN_EXPIRATION_SECONDS,
+            },
+          },
+        ],
+      },
+    },
+    { name: VOLUMES.identity, emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } },
+    {
+      name: VOLUMES.trust,
+      configMap: { name: TRUST_BUNDLE_CONFIGMAP, items: [{ key: 'ca.crt', path: bundleFile }] },
+    },
+  ];
 }
 
 /**

@@ -10,6 +10,7 @@ import {
   type Capture,
 } from './containers.ts';
 import { PatchBuilder } from './patch.ts';
+import { rewriteProbes } from './probes.ts';
 import { podConfig, type InjectorSettings } from './settings.ts';
 import type { Container, NamespaceInfo, PatchOp, PodLike } from './types.ts';
 
@@ -49,6 +50,13 @@ export function injectPod(pod: PodLike, ns: NamespaceInfo, settings: InjectorSet
     // The user's init containers run after a native sidecar is ready, so they can use it too.
     if (config.nativeSidecar)
       addProxyEnv(patch, '/spec/initContainers', spec.initContainers ?? [], proxyEnv(config), warnings);
+  }
+  if (config.mtls === 'strict') {
+    // Before the sidecar is prepended: these paths use the app containers' own indexes.
+    const { ops, probes } = rewriteProbes(spec.containers, config.adminPort);
+    patch.ops.push(...ops);
+    if (ops.length > 0)
+      sidecar.env = [...(sidecar.env ?? []), { name: 'OUTRIGGER_APP_PROBES', value: JSON.stringify(probes) }];
   }
   // Order: iptables first, then the native sidecar, then the user's init containers, so that
   // their traffic is already proxied (the placement Linkerd uses).

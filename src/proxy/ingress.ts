@@ -30,7 +30,17 @@ export interface IngressOptions {
   isPodAddress?: (address: string) => boolean;
   connectTimeoutMs: number;
   idleTimeoutMs: number;
+  /**
+   * The verified identity of the caller on this connection (the mesh listener's mutual TLS), sent
+   * to the app as x-forwarded-client-cert. Whatever the caller sent in that header is dropped
+   * first, on every ingress: only the sidecar may vouch for a caller.
+   */
+  callerIdentity?: (socket: Socket) => string | undefined;
+  /** Why a plaintext caller is refused (mTLS strict, or an allow-from it cannot satisfy); 403. */
+  refuse?: (socket: Socket) => string | undefined;
 }
+
+export const CLIENT_CERT_HEADER = 'x-forwarded-client-cert';
 
 export class IngressHandler {
   readonly #o: IngressOptions;
@@ -46,12 +56,19 @@ export class IngressHandler {
     const target = toOriginForm(req);
     const plan =
       'error' in target ? { error: target.error, code: 'bad_request' as const } : this.plan(req.socket);
+    const refused = this.#o.refuse?.(req.socket);
+    if (refused) {
+      const status = sendError(res, 'mesh_caller_denied', refused);
+      hop.end({ status, errorCode: 'mesh_caller_denied', errorMessage: refused });
+      return;
+    }
     if ('error' in plan) {
       const status = sendError(res, plan.code, plan.error);
       hop.end({ status, errorCode: plan.code, errorMessage: plan.error });
       return;
     }
     req.headers = appHeaders(req, false);
+    this.#vouch(req);
     this.#o.forwarder
       .forward(req, res, plan, hop)
       .then((r) => {
@@ -74,10 +91,13 @@ export class IngressHandler {
     const target = toOriginForm(req);
     if ('error' in target) return this.#socketFail(socket, hop, 'bad_request', target.error);
     const plan = this.plan(req.socket);
+    const refused = this.#o.refuse?.(req.socket);
+    if (refused) return this.#socketFail(socket, hop, 'mesh_caller_denied', refused);
     if ('error' in plan) return this.#socketFail(socket, hop, plan.code, plan.error);
     const up = plan.next(new Set()) as Upstream;
     hop.setEndpoint(up.host, up.port);
     req.headers = appHeaders(req, true);
+    this.#vouch(req);
     this.#o.forwarder.proxy.ws(
       req,
       socket,
@@ -104,6 +124,12 @@ export class IngressHandler {
     );
     socket.on('error', () => socket.destroy());
     const plan = this.plan(socket);
+    const refused = this.#o.refuse?.(socket);
+    if (refused) {
+      socket.destroy();
+      hop.end({ status: 0, errorCode: 'mesh_caller_denied', errorMessage: refused });
+      return;
+    }
     if ('error' in plan) {
       socket.destroy();
       hop.end({ status: 0, errorCode: plan.code, errorMessage: plan.error });
@@ -118,6 +144,12 @@ export class IngressHandler {
       await splice(socket, open.upstream, this.#o.idleTimeoutMs);
       hop.end({ status: 0 });
     });
+  }
+
+  #vouch(req: IncomingMessage): void {
+    delete req.headers[CLIENT_CERT_HEADER];
+    const id = this.#o.callerIdentity?.(req.socket);
+    if (id) req.headers[CLIENT_CERT_HEADER] = id;
   }
 
   #startHop(req: IncomingMessage, protocol: 'http' | 'tcp'): Hop {

@@ -18,6 +18,11 @@ export type ProxyErrorCode = Extract<
   | 'bad_request'
   | 'headers_too_large'
   | 'request_timeout'
+  | 'identity_request_invalid'
+  | 'identity_token_rejected'
+  | 'identity_forbidden'
+  | 'identity_review_unavailable'
+  | 'mesh_caller_denied'
   | 'no_route'
 >;
 
@@ -34,6 +39,13 @@ export const statusOf: Readonly<Record<ProxyErrorCode, number>> = {
   bad_request: 400,
   headers_too_large: 431,
   request_timeout: 408,
+  // The certificate issuer's answers (outrigger identity): the token decides 401, the CSR 400/403.
+  identity_request_invalid: 400,
+  identity_token_rejected: 401,
+  identity_forbidden: 403,
+  identity_review_unavailable: 503,
+  // A meshed caller whose identity outrigger.dev/allow-from does not list.
+  mesh_caller_denied: 403,
   // The gateway: no Ingress rule and no default backend for the host and path.
   no_route: 404,
 };
@@ -42,6 +54,7 @@ export const ERROR_HEADER = 'x-outrigger-error';
 
 const reasons: Record<number, string> = {
   400: 'Bad Request',
+  401: 'Unauthorized',
   403: 'Forbidden',
   404: 'Not Found',
   408: 'Request Timeout',

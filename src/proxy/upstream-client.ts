@@ -1,7 +1,8 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { LRUCache } from 'lru-cache';
-import { Pool, type Dispatcher } from 'undici';
+import type { Socket } from 'node:net';
+import { Pool, type buildConnector, type Dispatcher } from 'undici';
 import type { Clock, Timer } from '../shared/clock.ts';
 import { stripHopByHop } from './headers.ts';
 
@@ -24,6 +25,11 @@ export interface UpstreamClientOptions {
   /** Idle time after which a pooled connection is closed (below the common 5 s server keep-alive). */
   idleSocketMs?: number;
   maxPools?: number;
+  /**
+   * Opens upstream connections instead of undici's connector (mutual TLS to meshed endpoints): the
+   * callback gets a connected socket, or the connect error; it must always be called.
+   */
+  dial?: (host: string, port: number, cb: (err: Error | null, socket?: Socket) => void) => void;
 }
 
 export interface Endpoint {
@@ -101,6 +107,14 @@ export class UpstreamClient {
     }
   }
 
+  #connector(up: Endpoint): buildConnector.connector {
+    const dial = this.#o.dial;
+    return (_opts, cb) =>
+      dial?.(up.host, up.port, (err, socket) =>
+        !err && socket ? cb(null, socket) : cb(err ?? new Error('dial gave no socket'), null),
+      );
+  }
+
   #pool(up: Endpoint): Pool {
     const key = `${up.host}:${up.port}`;
     let pool = this.#pools.get(key);
@@ -116,6 +130,7 @@ export class UpstreamClient {
         keepAliveTimeout: idle,
         // A server's Keep-Alive hint may shorten the idle time, never lengthen it.
         keepAliveMaxTimeout: idle,
+        ...(this.#o.dial ? { connect: this.#connector(up) } : {}),
       });
       this.#pools.set(key, pool);
     }

@@ -25,7 +25,12 @@ export type ErrorCode =
   | 'request_timeout'
   | 'no_route'
   | 'admission_invalid'
-  | 'source_invalid';
+  | 'source_invalid'
+  | 'identity_request_invalid'
+  | 'identity_token_rejected'
+  | 'identity_forbidden'
+  | 'identity_review_unavailable'
+  | 'mesh_caller_denied';
 
 export class OutriggerError extends Error {
   readonly code: ErrorCode;

@@ -179,10 +179,19 @@ export class KubeAdmin {
   async mintToken(
     namespace: string,
     serviceAccount: string,
-    opts: { audiences?: string[]; expirationSeconds?: number; boundSecretName?: string } = {},
+    opts: {
+      audiences?: string[];
+      expirationSeconds?: number;
+      boundSecretName?: string;
+      boundPodName?: string;
+    } = {},
   ): Promise<string> {
     let boundObjectRef: Record<string, string> | undefined;
-    if (opts.boundSecretName) {
+    if (opts.boundPodName) {
+      // Bound to a Pod, as the kubelet's projected tokens are: TokenReview then names the pod.
+      const pod = await this.get<{ metadata: { uid: string } }>('Pod', opts.boundPodName, namespace);
+      boundObjectRef = { kind: 'Pod', apiVersion: 'v1', name: opts.boundPodName, uid: pod.metadata.uid };
+    } else if (opts.boundSecretName) {
       const secret = await this.get<{ metadata: { uid: string } }>('Secret', opts.boundSecretName, namespace);
       boundObjectRef = {
         kind: 'Secret',

@@ -28,7 +28,7 @@ export interface Sender {
   close(): void;
 }
 
-const tlsOptions = (conn: KubeConnection) => ({
+export const tlsOptions = (conn: KubeConnection) => ({
   ca: conn.ca,
   cert: conn.cert,
   key: conn.key,

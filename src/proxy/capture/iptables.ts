@@ -10,6 +10,8 @@ export interface CaptureSpec {
   egressPort: number;
   ingressPort: number;
   adminPort: number;
+  /** Meshed callers reach the mesh listener directly; on a pod without one they must be refused, not redirected. */
+  meshPort: number;
   /** The sidecar's UID: its own connections go out unredirected (the loop guard in the kernel). */
   proxyUid: number;
   /** Ports as '25' or ranges as '8000:8100' (the config parser's iptables form). */
@@ -39,6 +41,7 @@ export function captureSpecFromConfig(c: Config): CaptureSpec {
     egressPort: c.egressPort,
     ingressPort: c.ingressPort,
     adminPort: c.adminPort,
+    meshPort: c.meshPort,
     proxyUid: c.proxyUid,
     excludeInboundPorts: c.excludeInboundPorts,
     excludeOutboundPorts: c.excludeOutboundPorts,
@@ -98,7 +101,9 @@ function ofFamily(
 function inboundRules(s: CaptureSpec, family: Family): string[] {
   const c = INBOUND_CHAIN;
   // The admin port stays reachable for kubelet probes and scrapes even if the proxy misbehaves.
-  const ports = unique([String(s.adminPort), ...s.excludeInboundPorts]);
+  // The mesh port is never redirected: a pod without mutual TLS must refuse it, so that a meshed
+  // caller falls back to plaintext instead of handshaking with an app port.
+  const ports = unique([String(s.adminPort), String(s.meshPort), ...s.excludeInboundPorts]);
   return [
     ...multiportChunks(ports).map(
       (p) => `-A ${c} -p tcp -m multiport --dports ${p} ${comment('ignore-inbound-ports')} -j RETURN`,

@@ -62,6 +62,16 @@ export function grpcStatusOf(code: ProxyErrorCode): number {
       return GrpcStatus.INTERNAL;
     case 'request_timeout':
       return GrpcStatus.DEADLINE_EXCEEDED;
+    // Mutual TLS and the identity issuer's answers.
+    case 'mesh_caller_denied':
+    case 'identity_forbidden':
+      return GrpcStatus.PERMISSION_DENIED;
+    case 'identity_token_rejected':
+      return GrpcStatus.UNAUTHENTICATED;
+    case 'identity_review_unavailable':
+      return GrpcStatus.UNAVAILABLE;
+    case 'identity_request_invalid':
+      return GrpcStatus.INTERNAL;
     // The gateway's 404: gRPC maps HTTP 404 to UNIMPLEMENTED (doc/http-grpc-status-mapping.md).
     case 'no_route':
       return GrpcStatus.UNIMPLEMENTED;

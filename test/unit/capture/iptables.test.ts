@@ -70,10 +70,10 @@ describe('iptables rules (golden files)', () => {
     assert.ok(uid >= 0 && lo > uid && redirect > lo);
   });
 
-  test('the admin port is never redirected inbound, even with no exclusions', () => {
+  test('the admin and mesh ports are never redirected inbound, even with no exclusions', () => {
     assert.match(
       renderRules(cases.default!, 4),
-      /-A OUTRIGGER_INBOUND -p tcp -m multiport --dports 7402 .*-j RETURN/,
+      /-A OUTRIGGER_INBOUND -p tcp -m multiport --dports 7402,7403 .*-j RETURN/,
     );
   });
 

@@ -69,7 +69,7 @@ test("the injected init container's args and env drive `outrigger iptables` as t
   });
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stdout, /--uid-owner 2102 .*-j RETURN/);
-  assert.match(r.stdout, /--dports 7402,25,8000:8100 .*ignore-inbound-ports/);
+  assert.match(r.stdout, /--dports 7402,7403,25,8000:8100 .*ignore-inbound-ports/);
   assert.match(r.stdout, /--dports 5432 .*ignore-outbound-ports/);
   assert.match(r.stdout, /-s 192\.168\.0\.0\/16 .*ignore-inbound-cidr/);
   assert.match(r.stdout, /-d 10\.0\.0\.0\/8 .*ignore-outbound-cidr/);

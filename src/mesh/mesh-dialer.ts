@@ -1,0 +1,115 @@
+import { connect as netConnect, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
+import type { Clock, Timer } from '../shared/clock.ts';
+import type { Logger } from '../shared/log.ts';
+import { sniForPort, type MeshTls } from './mesh-tls.ts';
+
+export type DialCallback = (err: Error | null, socket?: Socket) => void;
+
+export interface MeshDialerOptions {
+  tls: MeshTls;
+  /** The mesh listener's port on every meshed pod. */
+  meshPort: number;
+  clock: Clock;
+  log: Logger;
+  /** Until TCP is connected (and, to the mesh port, the handshake done); then the connect fails. */
+  connectTimeoutMs: number;
+  /** How long an endpoint that refused the mesh port is dialled in plaintext before trying again. */
+  notMeshedTtlMs?: number;
+  maxRemembered?: number;
+}
+
+export interface MeshDialStats {
+  mtls: number;
+  plaintext: number;
+  notMeshed: number;
+}
+
+/**
+ * Egress connections to endpoints: mutual TLS to the endpoint's mesh port when it has one, else
+ * plaintext to the app port (permissive). A sidecar learns which endpoints are meshed without
+ * watching Pods: it tries the mesh port, and a refused connection marks the endpoint "not meshed"
+ * for a while. Only a refusal downgrades: a failed handshake or an untrusted certificate is an
+ * error, never a reason to fall back to plaintext (that would let an attacker strip the TLS).
+ * Without a valid certificate of its own (not issued yet, or expired) the sidecar dials plaintext.
+ */
+export class MeshDialer {
+  readonly #o: MeshDialerOptions;
+  readonly #notMeshed = new Map<string, number>();
+  readonly stats: MeshDialStats = { mtls: 0, plaintext: 0, notMeshed: 0 };
+
+  constructor(o: MeshDialerOptions) {
+    this.#o = o;
+  }
+
+  readonly dial = (host: string, port: number, cb: DialCallback): void => {
+    const context = this.#o.tls.context();
+    if (!context || this.#knownPlain(host)) return this.#plain(host, port, cb);
+    let secured = false;
+    const timer = this.#timeout(() => socket);
+    const socket = tlsConnect({
+      host,
+      port: this.#o.meshPort,
+      servername: sniForPort(port),
+      secureContext: context,
+      checkServerIdentity: this.#o.tls.checkServerIdentity,
+      minVersion: 'TLSv1.3',
+    });
+    socket.once('secureConnect', () => {
+      secured = true;
+      timer.cancel();
+      this.stats.mtls++;
+      cb(null, socket);
+    });
+    socket.once('error', (e: NodeJS.ErrnoException) => {
+      if (secured) return;
+      timer.cancel();
+      socket.destroy();
+      if (e.code !== 'ECONNREFUSED') return cb(e);
+      this.#markPlain(host);
+      this.#plain(host, port, cb);
+    });
+  };
+
+  #plain(host: string, port: number, cb: DialCallback): void {
+    const socket = netConnect({ host, port });
+    const timer = this.#timeout(() => socket);
+    let connected = false;
+    socket.once('connect', () => {
+      connected = true;
+      timer.cancel();
+      this.stats.plaintext++;
+      cb(null, socket);
+    });
+    socket.once('error', (e) => {
+      timer.cancel();
+      if (!connected) cb(e);
+    });
+  }
+
+  /**
+   * A mesh port that drops packets (a NetworkPolicy that allows only app ports) or a peer that
+   * never finishes the handshake fails like a connect timeout: retried elsewhere, never a reason to
+   * downgrade to plaintext.
+   */
+  #timeout(socket: () => Socket): Timer {
+    return this.#o.clock.setTimer(this.#o.connectTimeoutMs, () =>
+      socket().destroy(Object.assign(new Error('connect timed out'), { code: 'ETIMEDOUT' })),
+    );
+  }
+
+  #knownPlain(host: string): boolean {
+    const until = this.#notMeshed.get(host);
+    if (until === undefined) return false;
+    if (until > this.#o.clock.now()) return true;
+    this.#notMeshed.delete(host);
+    return false;
+  }
+
+  #markPlain(host: string): void {
+    if (this.#notMeshed.size >= (this.#o.maxRemembered ?? 10_000)) this.#notMeshed.clear();
+    this.#notMeshed.set(host, this.#o.clock.now() + (this.#o.notMeshedTtlMs ?? 60_000));
+    this.stats.notMeshed++;
+    this.#o.log.debug('endpoint has no mesh listener; plaintext for a while', { host });
+  }
+}

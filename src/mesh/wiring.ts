@@ -1,0 +1,74 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { AllowRule } from '../config/parse.ts';
+import type { ServerLimits } from '../proxy/server.ts';
+import type { Clock } from '../shared/clock.ts';
+import type { Logger } from '../shared/log.ts';
+import { MeshDialer } from './mesh-dialer.ts';
+import { clientCertHeader, meshDestination, MeshListener } from './mesh-listener.ts';
+import type { MeshTls } from './mesh-tls.ts';
+
+/** What the data path needs from the mesh: a dialer for egress and a listener for meshed callers. */
+export interface MeshWiring {
+  dial: MeshDialer['dial'];
+  destination: (socket: Socket) => { address: string; port: number } | undefined;
+  callerIdentity: (socket: Socket) => string | undefined;
+  listener(
+    onRequest: (req: IncomingMessage, res: ServerResponse) => void,
+    ownPorts: ReadonlySet<number>,
+    limits: ServerLimits,
+  ): MeshListener;
+  /** Strict pods serve nobody without a certificate: unready until they hold one. */
+  ready(): boolean;
+  /** Why the plaintext ingress refuses a caller (strict mode, or allow-from rules); loopback never. */
+  refusePlaintext: (socket: Socket) => string | undefined;
+  stats(): unknown;
+}
+
+const loopback = (addr: string | undefined): boolean =>
+  !!addr && (addr === '::1' || addr.startsWith('127.') || addr.startsWith('::ffff:127.'));
+
+export function meshWiring(o: {
+  tls: MeshTls;
+  meshPort: number;
+  host?: string;
+  appHost: string;
+  allowFrom: () => readonly AllowRule[];
+  mode: 'permissive' | 'strict';
+  connectTimeoutMs: number;
+  clock: Clock;
+  log: Logger;
+}): MeshWiring {
+  const dialer = new MeshDialer({
+    tls: o.tls,
+    meshPort: o.meshPort,
+    connectTimeoutMs: o.connectTimeoutMs,
+    clock: o.clock,
+    log: o.log,
+  });
+  let listener: MeshListener | undefined;
+  return {
+    dial: dialer.dial,
+    destination: meshDestination(o.appHost),
+    callerIdentity: clientCertHeader(o.tls),
+    listener: (onRequest, ownPorts, limits) =>
+      (listener = new MeshListener({
+        host: o.host ?? '::',
+        port: o.meshPort,
+        tls: o.tls,
+        allowFrom: o.allowFrom,
+        onRequest,
+        ownPorts,
+        limits,
+        log: o.log.child({ listener: 'mesh' }),
+      })),
+    ready: () => o.mode !== 'strict' || o.tls.ownId() !== undefined,
+    refusePlaintext: (socket) => {
+      if (loopback(socket.remoteAddress)) return undefined;
+      if (o.mode === 'strict') return 'this pod accepts mutual TLS only (outrigger.dev/mtls: strict)';
+      if (o.allowFrom().length > 0) return 'outrigger.dev/allow-from admits meshed callers only';
+      return undefined;
+    },
+    stats: () => ({ egress: dialer.stats, inbound: listener?.stats }),
+  };
+}
