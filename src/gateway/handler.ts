@@ -74,33 +74,10 @@ export class IngressGatewayHandler implements GatewayHandler {
   async #upgrade(req: IncomingMessage, socket: Socket, head: Buffer, hop: Hop): Promise<void> {
     const routed = await this.#route(req, hop);
     if (routed.kind === 'error') return this.#socketFail(socket, hop, routed.code, routed.detail);
-    const up = routed.next(new Set());
-    if (!up) return this.#socketFail(socket, hop, 'upstream_failed', 'no endpoint');
-    hop.setEndpoint(up.host, up.port);
-    const done = routed.start(up);
     req.headers = this.#upstreamHeaders(req, true);
-    const trace: Record<string, string> = {};
-    hop.inject(trace);
-    Object.assign(req.headers, trace);
-    this.#o.forwarder.proxy.ws(
-      req,
-      socket,
-      head,
-      { target: { host: up.host, port: up.port } as unknown as string },
-      (err: Error) => {
-        done('connect_failure');
-        this.#socketFail(
-          socket,
-          hop,
-          'upstream_failed',
-          `upgrade to ${up.host}:${up.port} failed: ${errorMessage(err)}`,
-        );
-      },
+    this.#o.forwarder.upgrade(req, socket, head, routed, hop, (code, detail) =>
+      this.#socketFail(socket, hop, code, detail),
     );
-    socket.once('close', () => {
-      done('success');
-      hop.end({ status: 101 });
-    });
   }
 
   async #route(req: IncomingMessage, hop: Hop): Promise<Routed> {

@@ -125,33 +125,10 @@ export class EgressHandler {
   async #upgrade(req: IncomingMessage, socket: Socket, head: Buffer, hop: Hop): Promise<void> {
     const decision = await this.#route(req, hop);
     if (decision.kind === 'error') return this.#socketFail(socket, hop, decision.code, decision.detail);
-    const up = decision.next(new Set());
-    if (!up) return this.#socketFail(socket, hop, 'upstream_failed', 'no endpoint');
-    hop.setEndpoint(up.host, up.port);
-    const done = decision.start(up);
     req.headers = this.#upstreamHeaders(req, true);
-    const trace: Record<string, string> = {};
-    hop.inject(trace);
-    Object.assign(req.headers, trace);
-    this.#o.forwarder.proxy.ws(
-      req,
-      socket,
-      head,
-      { target: { host: up.host, port: up.port } as unknown as string },
-      (err: Error) => {
-        done('connect_failure');
-        this.#socketFail(
-          socket,
-          hop,
-          'upstream_failed',
-          `upgrade to ${up.host}:${up.port} failed: ${errorMessage(err)}`,
-        );
-      },
+    this.#o.forwarder.upgrade(req, socket, head, decision, hop, (code, detail) =>
+      this.#socketFail(socket, hop, code, detail),
     );
-    socket.once('close', () => {
-      done('success');
-      hop.end({ status: 101 });
-    });
   }
 
   async #connect(req: IncomingMessage, socket: Socket, head: Buffer, hop: Hop): Promise<void> {

@@ -1,7 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import './http-proxy-shim.ts';
 import httpProxy from 'http-proxy';
 import type { Outcome } from '../balance/balancer.ts';
+import { errorMessage } from '../shared/errors.ts';
 import { BodyReplay } from './body-replay.ts';
 import { IDEMPOTENT, requestFraming } from './headers.ts';
 import type { Hop } from './observer.ts';
@@ -72,6 +74,42 @@ export class Forwarder {
   /** http-proxy, for the WebSocket/Upgrade path. */
   get proxy(): httpProxy {
     return this.#proxy;
+  }
+
+  /**
+   * Tunnels a WebSocket upgrade to one balanced endpoint. An upgrade is never retried: the
+   * client's handshake is already on its way once the upstream is chosen. The caller has already
+   * replaced req.headers with the sanitized upstream headers.
+   */
+  upgrade(
+    req: IncomingMessage,
+    socket: Socket,
+    head: Buffer,
+    plan: ForwardPlan,
+    hop: Hop,
+    fail: (code: ProxyErrorCode, detail: string) => void,
+  ): void {
+    const up = plan.next(NONE_TRIED);
+    if (!up) return fail('upstream_failed', 'no endpoint');
+    hop.setEndpoint(up.host, up.port);
+    const done = plan.start(up);
+    const trace: Record<string, string> = {};
+    hop.inject(trace);
+    Object.assign(req.headers, trace);
+    this.#proxy.ws(
+      req,
+      socket,
+      head,
+      { target: { host: up.host, port: up.port } as unknown as string },
+      (err: Error) => {
+        done('connect_failure');
+        fail('upstream_failed', `upgrade to ${up.host}:${up.port} failed: ${errorMessage(err)}`);
+      },
+    );
+    socket.once('close', () => {
+      done('success');
+      hop.end({ status: 101 });
+    });
   }
 
   /**
