@@ -10,6 +10,9 @@ import { defaultRetryBudget, RetryBudget, type RetryBudgetPolicy } from './retry
  */
 export type Algorithm = 'p2c-ewma' | 'round-robin';
 
+/** P2C: two costs closer than this fraction of the larger are a tie. */
+const TIE_BAND = 0.1;
+
 /** How an attempt ended, as far as endpoint health is concerned. */
 export type Outcome = 'success' | 'connect_failure' | 'server_error' | 'timeout' | 'cancelled';
 
@@ -154,7 +157,12 @@ export class ServiceBalancer {
     return id;
   }
 
-  /** Power of two choices: two distinct random endpoints, the cheaper one wins. */
+  /**
+   * Power of two choices: two distinct random endpoints, the cheaper one wins. Costs within
+   * TIE_BAND of each other are a tie, won by the first of the pair (itself a uniform pick): equally
+   * fast endpoints then share calls evenly, where a strict comparison would let the noise of their
+   * estimates pile one-at-a-time calls onto one of them.
+   */
   #p2c(pool: readonly string[], now: number): string | undefined {
     const n = pool.length;
     const i = Math.min(n - 1, Math.floor(this.#o.random() * n));
@@ -162,7 +170,9 @@ export class ServiceBalancer {
     if (j >= i) j++;
     const a = pool[i] as string;
     const b = pool[j] as string;
-    return this.#state(b).ewma.cost(now) < this.#state(a).ewma.cost(now) ? b : a;
+    const ca = this.#state(a).ewma.cost(now);
+    const cb = this.#state(b).ewma.cost(now);
+    return ca - cb > TIE_BAND * ca ? b : a;
   }
 }
 

@@ -137,3 +137,28 @@ test('retain forgets endpoints that left the Service', () => {
     ['b'],
   );
 });
+
+test('P2C spreads one-at-a-time calls evenly over endpoints of equal latency', async () => {
+  for (const seed of [1, 7, 42, 99, 1234]) {
+    // A seeded generator: the same picks and latencies on every run.
+    let s = seed;
+    const random = () => (s = (s * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
+    const { b, clock } = make({ random });
+    const calls = new Map<string, number>([
+      ['a', 0],
+      ['b', 0],
+      ['c', 0],
+    ]);
+    for (let i = 0; i < 300; i++) {
+      const id = b.pick([...calls.keys()]) as string;
+      calls.set(id, (calls.get(id) ?? 0) + 1);
+      await serve(b, clock, id, 1 + random() * 0.5);
+    }
+    // Each endpoint within a third of the calls, ± 10 points.
+    const counts = [...calls.values()];
+    assert.ok(
+      counts.every((n) => n >= 69 && n <= 129),
+      `seed ${seed}: ${counts.join('/')}`,
+    );
+  }
+});
