@@ -1,4 +1,4 @@
-// Import directions (DESIGN.md section 2): data flows identity -> discovery -> routing -> balance -> proxy.
+// Import directions (docs/design.md): data flows identity -> discovery -> routing -> balance -> proxy.
 // Each folder may import only the folders upstream of it. compose/ (one composition per command) and
 // cli/ are the composition root; nothing in src/ imports test/ (fakes never ship in the image).
 import js from '@eslint/js';
@@ -70,7 +70,7 @@ function forbiddenFor(folder, { kube = false } = {}) {
       dynamic: `${root.dynamic}|(^|\\x2F)main[.]ts$`,
     });
     for (const f of domains.filter((f) => f !== folder && !allowed[folder].includes(f)))
-      rules.push(folderRule([f], `src/${folder}/ must not import src/${f}/ (DESIGN.md section 2).`));
+      rules.push(folderRule([f], `src/${folder}/ must not import src/${f}/ (docs/design.md).`));
   }
   if (folder !== 'tracing') rules.push(otelSdk);
   if (!kube) rules.push(clientNode);

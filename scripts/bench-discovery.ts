@@ -237,7 +237,7 @@ const variant = process.env.BENCH_VARIANT;
 const server = createServer((_q, s) => s.end('ok'));
 await new Promise((r) => server.listen(0, '127.0.0.1', r));
 if (variant.startsWith('sidecar-like')) {
-  // The other libraries outrigger proxy loads (DESIGN.md section 11).
+  // The other libraries outrigger proxy loads.
   await Promise.all(['http-proxy', 'prom-client', 'commander', 'yaml', 'lru-cache', 'protobufjs',
     '@opentelemetry/api', '@opentelemetry/sdk-trace', '@opentelemetry/exporter-trace-otlp-proto',
     '@opentelemetry/propagator-b3', '@opentelemetry/resources'].map((m) => import(m)));

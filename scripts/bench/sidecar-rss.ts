@@ -1,8 +1,8 @@
 // Resident memory of the real `outrigger proxy` (compiled, as the image runs it) in in-cluster
-// mode against a real kube-apiserver, with 100 Services (1,000 endpoints) subscribed: issue 3's
+// mode against a real kube-apiserver, with 100 Services (1,000 endpoints) subscribed: the
 // target is <= 90 MB idle. Each Service is subscribed the way traffic subscribes it, by one request
 // through the egress listener; its endpoints are not ready, so the request is a 503 and nothing
-// ever connects to their addresses (DESIGN.md section 10). Tracing is on, exporting to a loopback
+// ever connects to their addresses. Tracing is on, exporting to a loopback
 // OTLP sink, as in a real pod.
 //
 //   node scripts/bench/sidecar-rss.ts [--services 100] [--settle 5]

@@ -1,6 +1,6 @@
 // Tracing overhead in one run: throughput and p99 latency through one sidecar hop (the real data
 // path: egress listener, routing, balancing, the upstream client) with tracing disabled, and with sampling
-// 0, 0.01 and 1.0, as ratios to "disabled". Loopback only (DESIGN.md section 10); every run is
+// 0, 0.01 and 1.0, as ratios to "disabled". Loopback only; every run is
 // bounded by wrk's duration.
 //
 //   node scripts/bench/tracing-overhead.ts [--duration 5] [--rounds 3] [--connections 32]

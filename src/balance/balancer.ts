@@ -6,7 +6,7 @@ import { defaultRetryBudget, RetryBudget, type RetryBudgetPolicy } from './retry
 
 /**
  * Per-request load balancing over one Service's endpoints. Endpoints are opaque ids
- * ("address:port"): balancing knows nothing of Kubernetes (DESIGN.md section 2).
+ * ("address:port"): balancing knows nothing of Kubernetes (docs/design.md, data flow).
  */
 export type Algorithm = 'p2c-ewma' | 'round-robin';
 
@@ -83,7 +83,7 @@ export class ServiceBalancer {
     return this.#o.algorithm === 'round-robin' ? this.#roundRobin(pool) : this.#p2c(pool, now);
   }
 
-  /** True when every one of ids is currently ejected (DESIGN.md 4, rule 4: fall back). */
+  /** True when every one of ids is currently ejected (then the proxy falls back to the original destination). */
   allEjected(ids: readonly string[]): boolean {
     const now = this.#o.clock.now();
     return ids.length > 0 && ids.every((id) => this.#peekEjected(id, now));

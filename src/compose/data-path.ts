@@ -65,7 +65,7 @@ export interface DataPathDeps {
   isPodAddress?: (address: string) => boolean;
   originalDestination?: OriginalDestination;
   limits?: Partial<ServerLimits>;
-  /** Listener addresses; the defaults are DESIGN.md's (egress on loopback only). */
+  /** Listener addresses; by default egress listens on loopback only. */
   hosts?: { egress?: string; ingress?: string; admin?: string; app?: string };
   /** How long a first lookup waits for discovery before passing through. */
   discoveryWaitMs?: number;

@@ -6,7 +6,7 @@ import type { Parser } from './parse.ts';
  * and its pod annotation. The webhook validates annotations with the same parsers the sidecar uses
  * at start-up, so a pod the webhook admits always starts.
  *
- * Precedence (DESIGN.md section 1): flag > env > annotation > default.
+ * Precedence: flag > env > annotation > default.
  * `live`: re-applied when the downward-API annotations file changes; the rest need a restart.
  * `scope`: 'proxy' settings are read by the sidecar; 'inject' ones only shape the injected pod.
  */

@@ -4,7 +4,7 @@ import type { Endpoint, Protocol, ServiceInfo, ServicePort } from './types.ts';
 
 /**
  * Service + its EndpointSlices -> the ServiceInfo the data path routes on, the way kube-proxy's
- * EndpointSliceCache and CategorizeEndpoints do it (reference/discovery.md section 3):
+ * EndpointSliceCache and CategorizeEndpoints do it:
  *  - ports are matched by (name, protocol) and the number is taken from EACH slice, never from
  *    the Service's targetPort (pods with a named targetPort can differ per slice);
  *  - only IPv4/IPv6 slices count (FQDN slices are ignored), and only addresses[0] of an endpoint;

@@ -64,7 +64,7 @@ class Reselected extends Error {
 }
 
 /**
- * List + watch that never stops (client-go's reflector, reference/discovery.md section 2):
+ * List + watch that never stops (as client-go's reflector):
  * the first list at RV "0" (served from the watch cache), then a watch from the list's RV with
  * bookmarks and a randomized timeout. A watch that ends is resumed from the last RV without a
  * relist; a 410 relists at the last RV (NotOlderThan), and a 410 on that relist does a consistent

@@ -85,7 +85,7 @@ export async function createKubeResolver(opts: KubeResolverOptions): Promise<Kub
 }
 
 /**
- * Last-known-good rules (DESIGN.md section 4): a Service's data is recomputed only when BOTH its
+ * Last-known-good rules (docs/discovery.md): a Service's data is recomputed only when BOTH its
  * Service (from a listed ServiceSet) and its slices (from a listed SliceSet) come from complete
  * lists plus watch events; a failure anywhere marks it stale and changes nothing. An evicted
  * subscription keeps its data in the cold tier; so does a snapshot until a live sync replaces it.

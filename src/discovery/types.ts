@@ -1,7 +1,7 @@
 /**
  * What discovery hands downstream (routing, balancing, proxy). Plain data: consumers never see
  * Kubernetes objects. Every answer says whether it is stale, so the proxy can tag spans and the
- * admin API can show it (last-known-good rule 3, DESIGN.md section 4).
+ * admin API can show it (last-known-good rule 3, docs/discovery.md).
  */
 export interface ServiceKey {
   namespace: string;

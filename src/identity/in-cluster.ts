@@ -4,7 +4,7 @@ import { OutriggerError } from '../shared/errors.ts';
  * The API server address inside a pod, from the variables the kubelet sets. Both are required:
  * client-node would build https://undefined:undefined, and its loadFromDefault would fall back to
  * http://localhost:8080. Neither is acceptable for a sidecar, so a missing one is an error that
- * names it (DESIGN.md section 3: no silent fallback).
+ * names it (no silent fallback).
  */
 export function inClusterServer(env: Record<string, string | undefined>): URL {
   const host = env.KUBERNETES_SERVICE_HOST?.trim();

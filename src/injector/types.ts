@@ -1,6 +1,6 @@
 /**
  * The few Kubernetes shapes the injector reads. Plain structural types on purpose: the injector
- * must not pull @kubernetes/client-node into the webhook (DESIGN.md section 11), and everything it
+ * must not pull @kubernetes/client-node into the webhook, and everything it
  * does not read passes through untouched.
  */
 export interface ObjectMeta {

@@ -8,7 +8,7 @@ import type { ForwardPlan, Upstream } from './forward.ts';
 import type { ProxyErrorCode } from './status.ts';
 
 /**
- * Decides where one egress request or stream goes (DESIGN.md sections 5 and 6): a balanced
+ * Decides where one egress request or stream goes: a balanced
  * endpoint of a cluster Service, or a passthrough to the original destination (transparent) or the
  * resolved host (explicit), or a proxy error.
  */

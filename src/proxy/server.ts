@@ -6,7 +6,7 @@ import { requestFraming } from './headers.ts';
 import { sendError, writeSocketError, type ProxyErrorCode } from './status.ts';
 
 /**
- * An http.Server with the limits a sidecar needs (reference/security.md section 4): Node's strict
+ * An http.Server with the limits a sidecar needs: Node's strict
  * parser (never insecureHTTPParser), bounded header size and count (431), a headers timeout that
  * cuts off slowloris clients, a whole-request timeout, and parse errors answered with 400 and a
  * close instead of an exception.

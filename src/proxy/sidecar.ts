@@ -19,7 +19,7 @@ import { createLimitedServer, type ServerLimits, type StreamHandlers } from './s
  * first looks at the client's first bytes: HTTP/1 goes to the HTTP server, anything else (or a
  * client that stays silent, as in server-speaks-first protocols) is an opaque TCP stream.
  *
- * Shutdown (DESIGN.md section 6, reference/security.md section 6): drain() stops ingress at once
+ * Shutdown (docs/data-path.md, Lifecycle): drain() stops ingress at once
  * (no new connections; in-flight requests finish, their connections close), while egress keeps
  * serving until the app has gone or the grace period ends, then closes.
  */

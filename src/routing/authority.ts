@@ -2,8 +2,8 @@ import { isIP } from 'node:net';
 import type { ServiceKey } from '../discovery/types.ts';
 
 /**
- * Parses request authorities into cluster Service names (DESIGN.md section 5, and the parsing
- * algorithm in reference/discovery.md section 5). Pure functions; the Router asks discovery
+ * Parses request authorities into cluster Service names (docs/discovery.md,
+ * "Names"). Pure functions; the Router asks discovery
  * whether a parsed name really exists.
  */
 export interface HostPort {

@@ -1,6 +1,6 @@
 /**
  * The hop-observer port as tracing sees it. The proxy owns the real port (src/proxy/observer.ts);
- * tracing may not import proxy/ (DESIGN.md section 2), so these types mirror it structurally and
+ * tracing may not import proxy/ (docs/design.md, import directions), so these types mirror it structurally and
  * src/compose/ passes a tracing observer wherever the proxy expects its HopObserver. Keep in step with
  * the proxy's file: a drift is a type error in src/compose/, not a silent mismatch.
  */

@@ -28,7 +28,7 @@ import {
 import type { Hop, HopEnd, HopStart } from './hop.ts';
 import { inject, type Extracted, type Format } from './propagation.ts';
 
-/** Outrigger's own span attributes (DESIGN.md section 7). */
+/** Outrigger's own span attributes (docs/tracing.md). */
 export const ATTR_STALE = 'outrigger.discovery.stale';
 export const ATTR_ENDPOINT = 'outrigger.endpoint';
 export const ATTR_SERVICE = 'outrigger.service';

@@ -1,6 +1,6 @@
 // The explicit-mode data path against the real API server, in a network-namespace "pod" whose pod
 // range (10.244.0.0/24) is local: app (load generator, HTTP_PROXY-style) -> egress sidecar ->
-// backends on pod IPs listed in real EndpointSlices. The three claims of issue 4:
+// backends on pod IPs listed in real EndpointSlices. The three claims:
 //   1. zero failed requests while the API server is stopped for 60 s, steady traffic to 3 Services;
 //   2. a sidecar restarted while the API server is down routes from its snapshot, zero failures;
 //   3. a rolling replacement of backends (new ready, old terminating, then gone): zero failures.

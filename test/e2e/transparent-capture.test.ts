@@ -138,7 +138,7 @@ describe('transparent capture in a pod network namespace', () => {
   test('the admin port and excluded inbound ports are not redirected', async (t) => {
     if (!requireNetns(t, [...tools])) return;
     assert.equal((await dial(peer, POD4, 9090)).listener, 9090);
-    // The pitfall in reference/capture.md: unredirected, SO_ORIGINAL_DST still answers with the
+    // A known pitfall: unredirected, SO_ORIGINAL_DST still answers with the
     // socket's own address, which the loop guard must recognise as one of our listeners.
     expectReport(await dial(peer, POD4, 7402), 7402, { address: POD4, port: 7402 }, true);
   });

@@ -68,7 +68,7 @@ function config(p: {
   queryGrpc: number;
   metrics: number;
 }): string {
-  // Keys from Jaeger's all-in-one.yaml (reference/test-cluster.md 4.2); every listener on 127.0.0.1.
+  // Keys from Jaeger's all-in-one.yaml; every listener on 127.0.0.1.
   return `service:
   extensions: [jaeger_storage, jaeger_query]
   pipelines:

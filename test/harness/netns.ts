@@ -1,4 +1,4 @@
-// Pod emulation with Linux network namespaces (DESIGN.md sections 9 and 10). Every address a test
+// Pod emulation with Linux network namespaces. Every address a test
 // uses lives inside a namespace the test created; the host namespace is never given an address,
 // a route or a rule. Namespaces and the processes started in them are removed even when a test
 // fails or the process exits early.

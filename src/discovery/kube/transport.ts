@@ -24,7 +24,7 @@ const MAX_LIST_BYTES = 256 * 1024 * 1024;
  * A lean list/watch client over node:http2 or node:https (see senders.ts): the bearer token read
  * per request, the CA from the connection, connections reused across lists and re-watches. It
  * replaces @kubernetes/client-node at run time because that package's entry point costs ~60 MB RSS
- * per sidecar (issue 3). After a 401 it refreshes the credentials and retries once.
+ * per sidecar. After a 401 it refreshes the credentials and retries once.
  */
 export function createTransport(conn: KubeConnection, opts: { protocol?: 'h1' | 'h2' } = {}): KubeTransport {
   const sender: Sender = opts.protocol === 'h2' ? http2Sender(conn) : http1Sender(conn);

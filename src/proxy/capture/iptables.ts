@@ -1,5 +1,5 @@
 // The rules the init container loads into the pod's network namespace for transparent capture,
-// as iptables-restore input. Linkerd's minimal shape (reference/capture.md 1.2): two chains in
+// as iptables-restore input. Linkerd's minimal shape: two chains in
 // the nat table, the proxy's UID and loopback return first, everything else TCP is redirected.
 // Pure: the same input always gives the same text, which the golden files pin down.
 import { CidrError, parseCidr } from '../../config/cidr.ts';

@@ -85,7 +85,7 @@ describe('originalDestination', () => {
     try {
       const dest = originalDestination(sock);
       // With no NAT in this namespace the kernel answers ENOENT; with NAT loaded it reports the
-      // socket's own address (reference/capture.md 1.3), which is what the loop guard is for.
+      // socket's own address, which is what the loop guard is for.
       if (dest !== undefined) assert.deepEqual(dest, { address: '127.0.0.1', port });
     } finally {
       client.destroy();

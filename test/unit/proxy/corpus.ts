@@ -1,5 +1,5 @@
 /**
- * Malformed and smuggling-shaped requests (reference/security.md section 4.1 and the Node CVE list
+ * Malformed and smuggling-shaped requests (the Node CVE list
  * there). Each must get a 4xx and a closed connection, and the process must stay up. `ingress` is
  * the answer on the ingress listener where it differs ('close': a close without an answer).
  */

@@ -83,7 +83,7 @@ test('stale data whose endpoints are all ejected falls back to the original dest
     assert.equal(r.status, 502);
     assert.equal(r.headers['x-outrigger-error'], 'upstream_failed');
   }
-  // ...after which the stale Service yields to the cluster's own path (DESIGN.md 4, rule 4).
+  // ...after which the stale Service yields to the cluster's own path (last-known-good fallback).
   const r = await send(proxy.egress, { headers: { host: 'x' } });
   assert.equal(r.status, 200);
   assert.equal(r.body, 'original destination');
