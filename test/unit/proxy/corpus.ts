@@ -1,5 +1,6 @@
 /**
- * Malformed and smuggling-shaped requests (many from Node's HTTP parser CVEs). Each must get a 4xx and a closed connection, and the process must stay up. `ingress` is
+ * Malformed and smuggling-shaped requests (many from Node's HTTP parser CVEs). Each must get a 4xx
+ * and a closed connection, and the process must stay up. `ingress` is
  * the answer on the ingress listener where it differs ('close': a close without an answer).
  */
 export interface MalformedCase {
