@@ -1,7 +1,7 @@
 import type { Balancers } from '../balance/balancer.ts';
 import type { Resolver, ServicePort } from '../discovery/types.ts';
-import { endpointId } from '../proxy/egress-plan.ts';
-import type { ForwardPlan, Upstream } from '../proxy/forward.ts';
+import { balancedAttempts, indexed } from '../proxy/egress-plan.ts';
+import type { ForwardPlan } from '../proxy/forward.ts';
 import type { ProxyErrorCode } from '../proxy/status.ts';
 import { inZone } from '../routing/router.ts';
 import type { ServiceBackend } from './table.ts';
@@ -56,12 +56,7 @@ export async function planBackend(policy: BackendPolicy, backend: ServiceBackend
   if (endpoints.length === 0) return fail(`service ${service} has no ready endpoints`, stale);
 
   const balancer = policy.balancers.for(service);
-  const byId = new Map<string, Upstream>();
-  for (const e of endpoints) {
-    const up = { id: endpointId(e.address, e.port), host: e.address, port: e.port };
-    byId.set(up.id, up);
-  }
-  const ids = [...byId.keys()];
+  const { byId, ids } = indexed(endpoints);
   balancer.retain(ids);
   return {
     kind: 'plan',
@@ -70,16 +65,6 @@ export async function planBackend(policy: BackendPolicy, backend: ServiceBackend
       const id = balancer.pick(ids, tried);
       return id === undefined ? undefined : byId.get(id);
     },
-    canTry: (tried) => ids.some((id) => !tried.has(id)),
-    start: (up) => {
-      const done = balancer.start(up.id);
-      return (outcome) => {
-        if (outcome === 'connect_failure') policy.onConnectError?.(service);
-        done(outcome);
-      };
-    },
-    retryStatuses: policy.retryStatuses,
-    maxAttempts: policy.maxAttempts,
-    budget: balancer.budget,
+    ...balancedAttempts(balancer, service, ids, policy),
   };
 }

@@ -1,5 +1,5 @@
 import { isIP } from 'node:net';
-import type { Balancers } from '../balance/balancer.ts';
+import type { Balancers, ServiceBalancer } from '../balance/balancer.ts';
 import type { AffinityTable } from '../routing/affinity.ts';
 import type { Destination as RouteDestination, Router } from '../routing/router.ts';
 import type { Destination } from './capture-port.ts';
@@ -113,11 +113,23 @@ export async function decide(
     passthrough: false,
     ...(servicePort.appProtocol ? { appProtocol: servicePort.appProtocol } : {}),
     next,
+    ...balancedAttempts(balancer, serviceKey, ids, policy),
+  };
+}
+
+/** What every balanced plan shares: balancer feedback, the attempt limits and the retry budget. */
+export function balancedAttempts(
+  balancer: ServiceBalancer,
+  service: string,
+  ids: readonly string[],
+  policy: Pick<EgressPolicy, 'retryStatuses' | 'maxAttempts' | 'onConnectError'>,
+): Omit<ForwardPlan, 'next'> {
+  return {
     canTry: (tried) => ids.some((id) => !tried.has(id)),
     start: (up) => {
       const done = balancer.start(up.id);
       return (outcome) => {
-        if (outcome === 'connect_failure') policy.onConnectError?.(serviceKey);
+        if (outcome === 'connect_failure') policy.onConnectError?.(service);
         done(outcome);
       };
     },
@@ -138,7 +150,7 @@ interface EndpointIndex {
  */
 const indexes = new WeakMap<readonly { address: string; port: number }[], EndpointIndex>();
 
-function indexed(endpoints: readonly { address: string; port: number }[]): EndpointIndex {
+export function indexed(endpoints: readonly { address: string; port: number }[]): EndpointIndex {
   let index = indexes.get(endpoints);
   if (!index) {
     const byId = new Map<string, Upstream>();
