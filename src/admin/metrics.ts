@@ -1,6 +1,7 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { outriggerVersion } from '../shared/version.ts';
 import { registerEventLoopDelay } from './event-loop.ts';
+import { LatencyHistogram, RequestCounter } from './request-metrics.ts';
 
 /**
  * The sidecar's Prometheus metrics. Names follow Istio's and Linkerd's shapes (requests by
@@ -25,17 +26,13 @@ export interface MetricsSources {
 
 export class Metrics {
   readonly registry = new Registry();
-  readonly #requests: Counter<'direction' | 'service' | 'status' | 'error'>;
-  readonly #latency: Histogram<'direction' | 'service'>;
+  readonly #requests: RequestCounter;
+  readonly #latency: LatencyHistogram;
   readonly #connectErrors: Counter<'service'>;
   readonly #ejections: Counter<'service'>;
   readonly #retries: Counter<'direction' | 'service' | 'reason'>;
   readonly #grpcCalls: Counter<'direction' | 'service' | 'grpc_status'>;
   readonly #extraGauges = new Map<string, Gauge>();
-  readonly #requestChildren = new Map<
-    string,
-    { count: { inc(): void }; latency: { observe(v: number): void } }
-  >();
   #sources: MetricsSources = {};
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
@@ -51,19 +48,17 @@ export class Metrics {
       labelNames: ['version', 'node'],
       registers,
     }).set({ version: outriggerVersion, node: process.version }, 1);
-    this.#requests = new Counter({
-      name: 'outrigger_requests_total',
-      help: 'Requests and streams proxied, by direction, Service ("" for passthrough), status and proxy error code',
-      labelNames: ['direction', 'service', 'status', 'error'],
-      registers,
-    });
-    this.#latency = new Histogram({
-      name: 'outrigger_request_duration_seconds',
-      help: 'Time from request received to response finished',
-      labelNames: ['direction', 'service'],
-      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-      registers,
-    });
+    this.#requests = new RequestCounter(
+      'outrigger_requests_total',
+      'Requests and streams proxied, by direction, Service ("" for passthrough), status and proxy error code',
+      this.registry,
+    );
+    this.#latency = new LatencyHistogram(
+      'outrigger_request_duration_seconds',
+      'Time from request received to response finished',
+      [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      this.registry,
+    );
     this.#connectErrors = new Counter({
       name: 'outrigger_upstream_connect_errors_total',
       help: 'Failed connects to upstream endpoints',
@@ -121,24 +116,13 @@ export class Metrics {
   }
 
   request(direction: string, service: string, status: number, error: string, seconds: number): void {
-    // Label children are cached: prom-client hashes the label object on every call otherwise.
-    const k = `${direction}\u0000${service}\u0000${status}\u0000${error}`;
-    let c = this.#requestChildren.get(k);
-    if (!c) {
-      if (this.#requestChildren.size > 10_000) this.#requestChildren.clear();
-      c = {
-        count: this.#requests.labels({ direction, service, status: String(status), error }),
-        latency: this.#latency.labels({ direction, service }),
-      };
-      this.#requestChildren.set(k, c);
-    }
-    c.count.inc();
-    c.latency.observe(seconds);
+    this.#requests.inc(direction, service, status, error);
+    this.#latency.observe(direction, service, seconds);
   }
 
   /** A request refused by the listener limits before routing: counted, with no latency sample. */
   rejected(direction: string, status: number, error: string): void {
-    this.#requests.inc({ direction, service: '', status: String(status), error });
+    this.#requests.inc(direction, '', status, error);
   }
 
   grpcCall(direction: string, service: string, grpcStatus: number): void {

@@ -378,6 +378,13 @@ class ApiResolver implements KubeResolver {
     return this.peek(key);
   }
 
+  resolveNow(key: ServiceKey): Resolution | undefined {
+    const now = this.peek(key);
+    if (now.kind !== 'found') return undefined;
+    this.#subscribe(keyString(key), key);
+    return now;
+  }
+
   /** Not awaited by the lookup: a late "it exists" still subscribes, for the next lookup. */
   #checkThenSubscribe(k: string, key: ServiceKey): void {
     void this.#checks.check(key).then((exists) => {

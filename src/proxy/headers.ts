@@ -69,6 +69,9 @@ export const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DE
 /** How the client framed its request body (RFC 9112 section 6.3). */
 export type BodyFraming = { kind: 'none' } | { kind: 'chunked' } | { kind: 'length'; length: number };
 
+const CHUNKED: BodyFraming = { kind: 'chunked' };
+const NO_BODY: BodyFraming = { kind: 'none' };
+
 /**
  * The framing the client actually used, from the raw header lines: req.headers is replaced by the
  * sanitized upstream headers (without Transfer-Encoding) before forwarding, so it cannot tell.
@@ -78,11 +81,12 @@ export function requestFraming(req: IncomingMessage): BodyFraming {
   let length: number | undefined;
   const raw = req.rawHeaders;
   for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i]?.toLowerCase();
-    if (name === 'transfer-encoding') return { kind: 'chunked' };
-    if (name === 'content-length') length = Number(raw[i + 1]);
+    const name = raw[i] ?? '';
+    // Only the two names that matter are lowercased: no string per header on the request path.
+    if (name.length === 17 && name.toLowerCase() === 'transfer-encoding') return CHUNKED;
+    if (name.length === 14 && name.toLowerCase() === 'content-length') length = Number(raw[i + 1]);
   }
-  return length ? { kind: 'length', length } : { kind: 'none' };
+  return length ? { kind: 'length', length } : NO_BODY;
 }
 
 const ABSOLUTE_FORM = /^[a-z][a-z0-9+.-]*:\/\//i;
