@@ -122,20 +122,21 @@ function decideWith(
       service: serviceKey,
       stale: route.stale,
     };
-  const balancer = policy.balancers.for(serviceKey);
-  // Each request or stream routed here is one the budget's retry ratio is taken from.
-  balancer.budget.deposit();
   const { byId, ids } = indexed(endpoints);
-  balancer.retain(ids);
+  const balancer = policy.balancers.routed(serviceKey, ids);
   // Last-known-good rule 4: stale endpoints that all keep failing give way to the cluster's own path.
   if (route.stale && original && balancer.allEjected(ids))
     return own(original.address, original.port)
       ? loop(original.address, original.port)
       : single(policy, original, serviceKey, route.stale);
   const affinity = service.sessionAffinity === 'ClientIP';
+  // Without session affinity a plan holds nothing of the request: one serves every request
+  // until the endpoints, the balancer or the staleness change.
+  if (!affinity)
+    return sharedPlan(policy, endpoints, balancer, serviceKey, route.stale, servicePort.appProtocol);
   const timeout = service.affinityTimeoutSeconds;
   const next = (tried: ReadonlySet<string>): Upstream | undefined => {
-    if (affinity && tried.size === 0) {
+    if (tried.size === 0) {
       const bound = policy.affinity.lookup(
         serviceKey,
         client,
@@ -146,18 +147,68 @@ function decideWith(
     }
     const id = balancer.pick(ids, tried);
     if (id === undefined) return undefined;
-    if (affinity) policy.affinity.bind(serviceKey, client, id);
+    policy.affinity.bind(serviceKey, client, id);
     return byId.get(id);
   };
+  return balancedPlan(policy, balancer, serviceKey, ids, route.stale, servicePort.appProtocol, next);
+}
+
+function balancedPlan(
+  policy: EgressPolicy,
+  balancer: ServiceBalancer,
+  service: string,
+  ids: readonly string[],
+  stale: boolean,
+  appProtocol: string | undefined,
+  next: ForwardPlan['next'],
+): Decision {
   return {
     kind: 'plan',
-    service: serviceKey,
-    stale: route.stale,
+    service,
+    stale,
     passthrough: false,
-    ...(servicePort.appProtocol ? { appProtocol: servicePort.appProtocol } : {}),
+    ...(appProtocol ? { appProtocol } : {}),
     next,
-    ...balancedAttempts(balancer, serviceKey, ids, policy),
+    ...balancedAttempts(balancer, service, ids, policy),
   };
+}
+
+type EndpointList = readonly { address: string; port: number }[];
+
+interface SharedPlan {
+  policy: EgressPolicy;
+  balancer: ServiceBalancer;
+  stale: boolean;
+  appProtocol: string | undefined;
+  plan: Decision;
+}
+
+const sharedPlans = new WeakMap<EndpointList, SharedPlan>();
+
+function sharedPlan(
+  policy: EgressPolicy,
+  endpoints: EndpointList,
+  balancer: ServiceBalancer,
+  service: string,
+  stale: boolean,
+  appProtocol: string | undefined,
+): Decision {
+  const have = sharedPlans.get(endpoints);
+  if (
+    have?.policy === policy &&
+    have.balancer === balancer &&
+    have.stale === stale &&
+    have.appProtocol === appProtocol
+  )
+    return have.plan;
+  const { byId, ids } = indexed(endpoints);
+  const next = (tried: ReadonlySet<string>): Upstream | undefined => {
+    const id = balancer.pick(ids, tried);
+    return id === undefined ? undefined : byId.get(id);
+  };
+  const plan = balancedPlan(policy, balancer, service, ids, stale, appProtocol, next);
+  sharedPlans.set(endpoints, { policy, balancer, stale, appProtocol, plan });
+  return plan;
 }
 
 /** What every balanced plan shares: balancer feedback, the attempt limits and the retry budget. */

@@ -24,22 +24,34 @@ const HOP_BY_HOP: ReadonlySet<string> = new Set([
  */
 const NEVER_NAMED: ReadonlySet<string> = new Set(['content-length', 'host']);
 
-function connectionTokens(headers: IncomingHttpHeaders): string[] {
+const NO_TOKENS: readonly string[] = [];
+/** What nearly every client sends: options that name no other header. */
+const PLAIN_CONNECTION: ReadonlySet<string> = new Set(['keep-alive', 'Keep-Alive', 'close', 'Close']);
+
+function connectionTokens(headers: IncomingHttpHeaders): readonly string[] {
   const raw = headers.connection;
-  if (!raw) return [];
+  if (!raw || PLAIN_CONNECTION.has(raw)) return NO_TOKENS;
   return String(raw)
     .split(',')
     .map((t) => t.trim().toLowerCase())
     .filter((t) => t !== '' && !NEVER_NAMED.has(t));
 }
 
-export function stripHopByHop(headers: IncomingHttpHeaders, keepUpgrade = false): OutgoingHttpHeaders {
+const NOTHING: ReadonlySet<string> = new Set();
+
+/** `drop`: more headers to leave out (built without them: deleting a property later is slower). */
+export function stripHopByHop(
+  headers: IncomingHttpHeaders,
+  keepUpgrade = false,
+  drop: ReadonlySet<string> = NOTHING,
+): OutgoingHttpHeaders {
   // Per request on the hot path: the static set, plus the Connection tokens only when there are any.
   const named = connectionTokens(headers);
   const out: OutgoingHttpHeaders = {};
   for (const k in headers) {
     const v = headers[k];
-    if (v !== undefined && !HOP_BY_HOP.has(k) && (named.length === 0 || !named.includes(k))) out[k] = v;
+    if (v !== undefined && !HOP_BY_HOP.has(k) && !drop.has(k) && (named.length === 0 || !named.includes(k)))
+      out[k] = v;
   }
   if (keepUpgrade && headers.upgrade) {
     out.connection = 'upgrade';
@@ -53,8 +65,9 @@ export function upstreamRequestHeaders(
   headers: IncomingHttpHeaders,
   peer: string | undefined,
   upgrade = false,
+  drop?: ReadonlySet<string>,
 ): OutgoingHttpHeaders {
-  const out = stripHopByHop(headers, upgrade);
+  const out = stripHopByHop(headers, upgrade, drop);
   if (peer) {
     const client = peer.startsWith('::ffff:') ? peer.slice(7) : peer;
     const prior = headers['x-forwarded-for'];
@@ -90,6 +103,7 @@ export function requestFraming(req: IncomingMessage): BodyFraming {
 }
 
 const ABSOLUTE_FORM = /^[a-z][a-z0-9+.-]*:\/\//i;
+const ORIGIN_FORM: { absolute?: URL } = Object.freeze({});
 
 /**
  * The request target must be origin-form (`/path`), `*`, or absolute-form (RFC 9112 section 3.2);
@@ -100,7 +114,7 @@ const ABSOLUTE_FORM = /^[a-z][a-z0-9+.-]*:\/\//i;
 export function toOriginForm(req: IncomingMessage): { absolute?: URL } | { error: string } {
   const url = req.url ?? '';
   if (!ABSOLUTE_FORM.test(url))
-    return url.startsWith('/') || url === '*' ? {} : { error: 'malformed request target' };
+    return url.startsWith('/') || url === '*' ? ORIGIN_FORM : { error: 'malformed request target' };
   let u: URL;
   try {
     u = new URL(url);

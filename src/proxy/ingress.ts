@@ -42,9 +42,13 @@ export interface IngressOptions {
 
 export const CLIENT_CERT_HEADER = 'x-forwarded-client-cert';
 
+type AppPlan = ForwardPlan | { error: string; code: ProxyErrorCode };
+
 export class IngressHandler {
   readonly #o: IngressOptions;
   readonly #problems: ThrottledLog;
+  /** Plans by app address and port; only this pod's own addresses get here. */
+  readonly #plans = new Map<string, Map<number, AppPlan>>();
 
   constructor(o: IngressOptions) {
     this.#o = o;
@@ -147,7 +151,6 @@ export class IngressHandler {
   }
 
   #vouch(req: IncomingMessage): void {
-    delete req.headers[CLIENT_CERT_HEADER];
     const id = this.#o.callerIdentity?.(req.socket);
     if (id) req.headers[CLIENT_CERT_HEADER] = id;
   }
@@ -185,16 +188,26 @@ export class IngressHandler {
   plan(socket: Socket): ForwardPlan | { error: string; code: ProxyErrorCode } {
     const app = this.#appAddress(socket);
     if ('error' in app) return app;
+    // One plan per app address: a pod has few, and the plan holds no per-request state.
+    let byPort = this.#plans.get(app.address);
+    if (!byPort) this.#plans.set(app.address, (byPort = new Map<number, AppPlan>()));
+    let plan = byPort.get(app.port);
+    if (!plan) byPort.set(app.port, (plan = this.#appPlan(app)));
+    return plan;
+  }
+
+  #appPlan(app: Destination): AppPlan {
     if (this.#o.ownPorts.has(app.port) && isSelfAddress(ipLiteral(app.address) ?? app.address))
       return {
         error: `refusing to deliver to the sidecar's own listener ${app.port}`,
         code: 'loop_detected',
       };
     const up: Upstream = { id: `${app.address}:${app.port}`, host: app.address, port: app.port };
+    const done = (): void => {};
     return {
       next: (tried) => (tried.has(up.id) ? undefined : up),
       canTry: (tried) => !tried.has(up.id),
-      start: () => () => {},
+      start: () => done,
       retryStatuses: new Set(),
       maxAttempts: 1,
     };
@@ -211,7 +224,16 @@ export class IngressHandler {
  * that copies incoming headers onto its own calls must not look like a loop.
  */
 function appHeaders(req: IncomingMessage, upgrade: boolean): IncomingMessage['headers'] {
-  const headers = upstreamRequestHeaders(req.headers, req.socket.remoteAddress, upgrade);
-  delete headers[HOP_HEADER];
-  return headers as IncomingMessage['headers'];
+  return upstreamRequestHeaders(
+    req.headers,
+    req.socket.remoteAddress,
+    upgrade,
+    APP_DROPS,
+  ) as IncomingMessage['headers'];
 }
+
+/**
+ * Never passed to the app: the loop marker, and the caller identity header, which only this
+ * sidecar may set (#vouch).
+ */
+const APP_DROPS: ReadonlySet<string> = new Set([HOP_HEADER, CLIENT_CERT_HEADER]);
