@@ -25,8 +25,8 @@ export interface MetricsSources {
 
 export class Metrics {
   readonly registry = new Registry();
-  readonly #requests: Counter<'direction' | 'service' | 'status' | 'error'>;
-  readonly #latency: Histogram<'direction' | 'service'>;
+  readonly #requests: Counter<'direction' | 'service' | 'caller' | 'status' | 'error'>;
+  readonly #latency: Histogram<'direction' | 'service' | 'caller'>;
   readonly #connectErrors: Counter<'service'>;
   readonly #ejections: Counter<'service'>;
   readonly #retries: Counter<'direction' | 'service' | 'reason'>;
@@ -53,14 +53,14 @@ export class Metrics {
     }).set({ version: outriggerVersion, node: process.version }, 1);
     this.#requests = new Counter({
       name: 'outrigger_requests_total',
-      help: 'Requests and streams proxied, by direction, Service ("" for passthrough), status and proxy error code',
-      labelNames: ['direction', 'service', 'status', 'error'],
+      help: 'Requests and streams proxied, by direction, Service ("" for passthrough), caller (ingress: namespace/serviceaccount over mutual TLS, else unauthenticated), status and proxy error code',
+      labelNames: ['direction', 'service', 'caller', 'status', 'error'],
       registers,
     });
     this.#latency = new Histogram({
       name: 'outrigger_request_duration_seconds',
       help: 'Time from request received to response finished',
-      labelNames: ['direction', 'service'],
+      labelNames: ['direction', 'service', 'caller'],
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers,
     });
@@ -120,15 +120,22 @@ export class Metrics {
     this.#sources = sources;
   }
 
-  request(direction: string, service: string, status: number, error: string, seconds: number): void {
+  request(
+    direction: string,
+    service: string,
+    caller: string,
+    status: number,
+    error: string,
+    seconds: number,
+  ): void {
     // Label children are cached: prom-client hashes the label object on every call otherwise.
-    const k = `${direction}\u0000${service}\u0000${status}\u0000${error}`;
+    const k = `${direction}\u0000${service}\u0000${caller}\u0000${status}\u0000${error}`;
     let c = this.#requestChildren.get(k);
     if (!c) {
       if (this.#requestChildren.size > 10_000) this.#requestChildren.clear();
       c = {
-        count: this.#requests.labels({ direction, service, status: String(status), error }),
-        latency: this.#latency.labels({ direction, service }),
+        count: this.#requests.labels({ direction, service, caller, status: String(status), error }),
+        latency: this.#latency.labels({ direction, service, caller }),
       };
       this.#requestChildren.set(k, c);
     }
@@ -138,7 +145,7 @@ export class Metrics {
 
   /** A request refused by the listener limits before routing: counted, with no latency sample. */
   rejected(direction: string, status: number, error: string): void {
-    this.#requests.inc({ direction, service: '', status: String(status), error });
+    this.#requests.inc({ direction, service: '', caller: '', status: String(status), error });
   }
 
   grpcCall(direction: string, service: string, grpcStatus: number): void {
