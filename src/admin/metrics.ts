@@ -37,6 +37,13 @@ export function registerProcessMetrics(registry: Registry, defaults: boolean): v
   }).set({ version: outriggerVersion, node: process.version }, 1);
 }
 
+/** One request series: its counter labels, the count since the last scrape, its latency child. */
+interface RequestSeries {
+  labels: Record<'direction' | 'service' | 'caller' | 'status' | 'error', string>;
+  pending: number;
+  latency: { observe(v: number): void };
+}
+
 export class Metrics {
   readonly registry = new Registry();
   readonly #requests: Counter<'direction' | 'service' | 'caller' | 'status' | 'error'>;
@@ -46,10 +53,7 @@ export class Metrics {
   readonly #retries: Counter<'direction' | 'service' | 'reason'>;
   readonly #grpcCalls: Counter<'direction' | 'service' | 'grpc_status'>;
   readonly #extraGauges = new Map<string, Gauge>();
-  readonly #requestChildren = new Map<
-    string,
-    { count: { inc(): void }; latency: { observe(v: number): void } }
-  >();
+  readonly #requestChildren = new Map<string, RequestSeries>();
   #sources: MetricsSources = {};
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
@@ -60,6 +64,7 @@ export class Metrics {
       help: 'Requests and streams proxied, by direction, Service ("" for passthrough), caller (ingress: namespace/serviceaccount over mutual TLS, else unauthenticated), status and proxy error code',
       labelNames: ['direction', 'service', 'caller', 'status', 'error'],
       registers,
+      collect: () => this.#flushRequests(),
     });
     this.#latency = new Histogram({
       name: 'outrigger_request_duration_seconds',
@@ -136,15 +141,28 @@ export class Metrics {
     const k = `${direction}\u0000${service}\u0000${caller}\u0000${status}\u0000${error}`;
     let c = this.#requestChildren.get(k);
     if (!c) {
-      if (this.#requestChildren.size > 10_000) this.#requestChildren.clear();
+      if (this.#requestChildren.size > 10_000) {
+        this.#flushRequests();
+        this.#requestChildren.clear();
+      }
       c = {
-        count: this.#requests.labels({ direction, service, caller, status: String(status), error }),
+        labels: { direction, service, caller, status: String(status), error },
+        pending: 0,
         latency: this.#latency.labels({ direction, service, caller }),
       };
       this.#requestChildren.set(k, c);
     }
-    c.count.inc();
+    c.pending++;
     c.latency.observe(seconds);
+  }
+
+  /** Request counts reach the counter at scrape time: prom-client re-hashes labels on every inc(). */
+  #flushRequests(): void {
+    for (const c of this.#requestChildren.values())
+      if (c.pending > 0) {
+        this.#requests.inc(c.labels, c.pending);
+        c.pending = 0;
+      }
   }
 
   /** A request refused by the listener limits before routing: counted, with no latency sample. */
