@@ -117,7 +117,10 @@ test('the issuer signs for pod-bound tokens checked with the real TokenReview AP
 });
 
 test('an issuer without RBAC for tokenreviews answers 503, never a certificate', async (t) => {
-  const env = await issuerEnv(t, { rbac: false });
+  const env = await issuerEnv(t, {
+    rbac: false,
+    issuer: { bundleNamespaces: 'outrigger.dev/injection=enabled' },
+  });
   if (!env) return;
   const { admin, ns, post } = env;
   await admin.createServiceAccount(ns, 'web');
@@ -135,6 +138,12 @@ test('an issuer without RBAC for tokenreviews answers 503, never a certificate',
   assert.match(String(res.body.message), /403/);
   assert.equal(await env.metric('outrigger_issuer_refusals_total', 'reason="review_unavailable"'), 1);
   assert.equal(await env.metric('outrigger_issuer_token_review_errors_total', 'code="kube_forbidden"'), 1);
+  // Nor may it distribute the trust bundle: counted, and no crash.
+  await waitFor(
+    'a failed distribution round',
+    async () => (await env.metric('outrigger_issuer_trust_bundle_sync_failures_total')) >= 1,
+  );
+  assert.match(env.running.distributor?.view().lastError ?? '', /403/);
 });
 
 test('manifests/identity and the CA manifests of gen-mesh-ca pass server-side dry-run', async (t) => {
