@@ -24,6 +24,20 @@ export interface MetricsSources {
   extra?: () => Record<string, { help: string; value: number }>;
 }
 
+/** What every Outrigger process exports: build info, and (unless off) Node's process metrics. */
+export function registerProcessMetrics(registry: Registry, defaults: boolean): void {
+  // prom-client's names already start with process_ or nodejs_: the prefix is ours alone.
+  if (defaults) collectDefaultMetrics({ register: registry, prefix: 'outrigger_' });
+  // The build-info convention (a constant 1 carrying the version as a label): `outrigger
+  // version --admin URL` reads it, and dashboards can join on it.
+  new Gauge({
+    name: 'outrigger_build_info',
+    help: 'Always 1; the labels carry the Outrigger and Node.js versions',
+    labelNames: ['version', 'node'],
+    registers: [registry],
+  }).set({ version: outriggerVersion, node: process.version }, 1);
+}
+
 export class Metrics {
   readonly registry = new Registry();
   readonly #requests: RequestCounter;
@@ -37,20 +51,10 @@ export class Metrics {
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
-    // prom-client's names already start with process_ or nodejs_: the prefix is ours alone.
-    if (opts.defaultMetrics !== false)
-      collectDefaultMetrics({ register: this.registry, prefix: 'outrigger_' });
-    // The build-info convention (a constant 1 carrying the version as a label): `outrigger
-    // version --admin URL` reads it, and dashboards can join on it.
-    new Gauge({
-      name: 'outrigger_build_info',
-      help: 'Always 1; the labels carry the Outrigger and Node.js versions',
-      labelNames: ['version', 'node'],
-      registers,
-    }).set({ version: outriggerVersion, node: process.version }, 1);
+    registerProcessMetrics(this.registry, opts.defaultMetrics !== false);
     this.#requests = new RequestCounter(
       'outrigger_requests_total',
-      'Requests and streams proxied, by direction, Service ("" for passthrough), status and proxy error code',
+      'Requests and streams proxied, by direction, Service ("" for passthrough), caller (ingress: namespace/serviceaccount over mutual TLS, else unauthenticated), status and proxy error code',
       this.registry,
     );
     this.#latency = new LatencyHistogram(
@@ -115,14 +119,21 @@ export class Metrics {
     this.#sources = sources;
   }
 
-  request(direction: string, service: string, status: number, error: string, seconds: number): void {
-    this.#requests.inc(direction, service, status, error);
-    this.#latency.observe(direction, service, seconds);
+  request(
+    direction: string,
+    service: string,
+    caller: string,
+    status: number,
+    error: string,
+    seconds: number,
+  ): void {
+    this.#requests.inc(direction, service, caller, status, error);
+    this.#latency.observe(direction, service, caller, seconds);
   }
 
   /** A request refused by the listener limits before routing: counted, with no latency sample. */
   rejected(direction: string, status: number, error: string): void {
-    this.#requests.inc(direction, '', status, error);
+    this.#requests.inc(direction, '', '', status, error);
   }
 
   grpcCall(direction: string, service: string, grpcStatus: number): void {

@@ -24,17 +24,16 @@ interface Series {
   buckets: number[];
 }
 
-/** Series indexed by direction, then Service, then a third key (status, or status and error code). */
+/**
+ * Series indexed by direction, then Service, then caller, then a last key (status, or status and
+ * error code): nested maps, so that finding one builds no key string.
+ */
 class SeriesIndex {
-  readonly #byDirection = new Map<string, Map<string, Map<string | number, Series>>>();
+  readonly #root = new Map<string, Map<string, Map<string, Map<string | number, Series>>>>();
   readonly all: Series[] = [];
 
-  get(direction: string, service: string, key: string | number, make: () => Series): Series {
-    let byService = this.#byDirection.get(direction);
-    if (!byService)
-      this.#byDirection.set(direction, (byService = new Map<string, Map<string | number, Series>>()));
-    let byKey = byService.get(service);
-    if (!byKey) byService.set(service, (byKey = new Map<string | number, Series>()));
+  get(direction: string, service: string, caller: string, key: string | number, make: () => Series): Series {
+    const byKey = level(level(level(this.#root, direction), service), caller);
     let s = byKey.get(key);
     if (!s) {
       s = make();
@@ -45,9 +44,15 @@ class SeriesIndex {
   }
 
   reset(): void {
-    this.#byDirection.clear();
+    this.#root.clear();
     this.all.length = 0;
   }
+}
+
+function level<K, V>(parent: Map<string, Map<K, V>>, key: string): Map<K, V> {
+  let child = parent.get(key);
+  if (!child) parent.set(key, (child = new Map<K, V>()));
+  return child;
 }
 
 /** A metric prom-client's registry can render: a name, help, type and its values at scrape time. */
@@ -77,16 +82,16 @@ abstract class Rendered {
   protected abstract values(): Value[];
 }
 
-/** outrigger_requests_total: by direction, Service, status and proxy error code. */
+/** outrigger_requests_total: by direction, Service, caller, status and proxy error code. */
 export class RequestCounter extends Rendered {
   constructor(name: string, help: string, registry: Registry) {
     super(name, help, 'counter', registry);
   }
 
-  inc(direction: string, service: string, status: number, error: string): void {
+  inc(direction: string, service: string, caller: string, status: number, error: string): void {
     const key = error === '' ? status : `${status} ${error}`;
-    this.index.get(direction, service, key, () => ({
-      labels: { direction, service, status: String(status), error },
+    this.index.get(direction, service, caller, key, () => ({
+      labels: { direction, service, caller, status: String(status), error },
       count: 0,
       sum: 0,
       buckets: [],
@@ -98,7 +103,7 @@ export class RequestCounter extends Rendered {
   }
 }
 
-/** outrigger_request_duration_seconds: by direction and Service. */
+/** outrigger_request_duration_seconds: by direction, Service and caller. */
 export class LatencyHistogram extends Rendered {
   readonly #bounds: readonly number[];
 
@@ -107,9 +112,9 @@ export class LatencyHistogram extends Rendered {
     this.#bounds = bounds;
   }
 
-  observe(direction: string, service: string, seconds: number): void {
-    const s = this.index.get(direction, service, '', () => ({
-      labels: { direction, service },
+  observe(direction: string, service: string, caller: string, seconds: number): void {
+    const s = this.index.get(direction, service, caller, '', () => ({
+      labels: { direction, service, caller },
       count: 0,
       sum: 0,
       buckets: new Array<number>(this.#bounds.length + 1).fill(0),

@@ -275,7 +275,7 @@ test('each request is one SERVER-side (ingress) hop with its Service; metrics co
   const text = await gateway.metrics.render();
   assert.match(
     text,
-    /outrigger_requests_total\{direction="gateway",service="shop\/api",status="200",error=""\} \d+/,
+    /outrigger_requests_total\{direction="gateway",service="shop\/api",caller="",status="200",error=""\} \d+/,
   );
   assert.match(text, /outrigger_gateway_routes 6/);
 });
