@@ -9,7 +9,7 @@ import { isGrpc } from '../proxy/h2/grpc.ts';
 import { createLimitedServer, type ServerLimits } from '../proxy/server.ts';
 import { streamServer, type H2StreamHandler, type StreamServer } from '../proxy/h2/stream-server.ts';
 import { sendError } from '../proxy/status.ts';
-import type { Clock } from '../shared/clock.ts';
+import type { Clock, Timer } from '../shared/clock.ts';
 import { listenOn } from '../shared/listen.ts';
 import type { Logger } from '../shared/log.ts';
 import { allows } from './allow-from.ts';
@@ -89,7 +89,8 @@ export class MeshListener {
   readonly #http: HttpServer;
   readonly #h2: StreamServer | undefined;
   readonly #sessions = new Set<Http2Session>();
-  #ticketsIssuedAt: number;
+  readonly #ticketLifetimeMs: number;
+  #ticketTimer: Timer | undefined;
   readonly stats: MeshListenerStats = {
     accepted: 0,
     resumed: 0,
@@ -116,13 +117,12 @@ export class MeshListener {
       ],
       // Per handshake, so a rotated certificate or trust bundle applies to the next connection.
       SNICallback: (_name, cb) => {
-        this.#maybeRotateTickets(lifetime);
         const ctx = o.tls.context();
         if (ctx) cb(null, ctx);
         else cb(new Error('no mesh certificate yet'), undefined);
       },
     });
-    this.#ticketsIssuedAt = o.clock.now();
+    this.#ticketLifetimeMs = lifetime * 1000;
     o.tls.onChange(() => this.#rotateTickets());
     this.#tls.on('secureConnection', (socket) => this.#accept(socket));
     this.#tls.on('tlsClientError', (e) => {
@@ -133,6 +133,7 @@ export class MeshListener {
 
   async start(): Promise<void> {
     await listenOn(this.#tls, this.#o.port, this.#o.host);
+    this.#rotateTickets();
     // The HTTP server never listens itself (it gets the TLS sockets); this starts its
     // connection tracking, which runs the header and request timeouts.
     this.#http.emit('listening');
@@ -150,6 +151,7 @@ export class MeshListener {
   }
 
   close(): Promise<void> {
+    this.#ticketTimer?.cancel();
     return new Promise((resolve) => {
       if (!this.#tls.listening) resolve();
       else this.#tls.close(() => resolve());
@@ -221,14 +223,11 @@ export class MeshListener {
     );
   }
 
-  #maybeRotateTickets(lifetimeSeconds: number): void {
-    if (this.#o.clock.now() - this.#ticketsIssuedAt >= lifetimeSeconds * 1000) this.#rotateTickets();
-  }
-
   /** New ticket keys: every session resumed from here on was made under the current identity. */
   #rotateTickets(): void {
     this.#tls.setTicketKeys(randomBytes(48));
-    this.#ticketsIssuedAt = this.#o.clock.now();
+    this.#ticketTimer?.cancel();
+    this.#ticketTimer = this.#o.clock.setTimer(this.#ticketLifetimeMs, () => this.#rotateTickets());
   }
 }
 
