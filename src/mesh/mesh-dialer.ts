@@ -19,6 +19,8 @@ export interface MeshDialerOptions {
   /** How long an endpoint that refused the mesh port is dialled in plaintext before trying again. */
   notMeshedTtlMs?: number;
   maxRemembered?: number;
+  /** Offer the last TLS session again (default true; benchmarks measure without). */
+  resumption?: boolean;
 }
 
 export interface MeshDialStats {
@@ -69,7 +71,7 @@ export class MeshDialer {
     const timer = this.#timeout(() => socket);
     const servername = sniForPort(port);
     const key = `${host}\u0000${servername}`;
-    const session = this.#sessions.get(key);
+    const session = this.#o.resumption === false ? undefined : this.#sessions.get(key);
     const socket = tlsConnect({
       host,
       port: this.#o.meshPort,
