@@ -113,3 +113,12 @@ test('allow-from applies to a meshed TCP stream at connection time: closed befor
   assert.doesNotMatch(out, /PONG/);
   assert.equal(statsOf(server).inbound?.denied, 1);
 });
+
+test('TCP to a destination that is no Service endpoint stays plaintext, without trying the mesh port', async (t) => {
+  const { client, wire, target } = await tcpMesh(t);
+  const direct = target.replace('db.prod', '127.0.0.2');
+  const out = await tunnelLine(client.egress, direct, 'passthrough');
+  assert.match(out, /PONG passthrough\n$/);
+  assert.equal(wire().length, 0, 'nothing went to the mesh port');
+  assert.deepEqual(statsOf(client).egress, { mtls: 0, resumed: 0, plaintext: 0, notMeshed: 0 });
+});
