@@ -195,6 +195,18 @@ export class Balancers {
     return b;
   }
 
+  /**
+   * The balancer of one request or stream routed to service over ids. It counts toward the
+   * Service's retry budget (retries are allowed up to a ratio of these), and endpoints no longer
+   * in ids are forgotten.
+   */
+  routed(service: string, ids: readonly string[]): ServiceBalancer {
+    const b = this.for(service);
+    b.budget.deposit();
+    b.retain(ids);
+    return b;
+  }
+
   view(): Record<string, EndpointView[]> {
     const out: Record<string, EndpointView[]> = {};
     for (const [k, b] of this.#byService.entries()) out[k] = b.view();

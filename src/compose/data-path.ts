@@ -204,6 +204,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       },
       isPodAddress: () => true,
       callerIdentity: deps.mesh.callerIdentity,
+      peer: deps.mesh.peer,
     });
   const h2 = createH2DataPath({
     policy,
@@ -219,7 +220,12 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     ...(deps.mesh && meshIngress
       ? {
           refuse: deps.mesh.refusePlaintext,
-          mesh: { dial: deps.mesh.dialH2, ingress: meshIngress, callerIdentity: deps.mesh.callerIdentity },
+          mesh: {
+            dial: deps.mesh.dialH2,
+            ingress: meshIngress,
+            callerIdentity: deps.mesh.callerIdentity,
+            peer: deps.mesh.peer,
+          },
         }
       : {}),
   });

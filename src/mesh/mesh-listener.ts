@@ -13,7 +13,7 @@ import type { Clock, Timer } from '../shared/clock.ts';
 import { listenOn } from '../shared/listen.ts';
 import type { Logger } from '../shared/log.ts';
 import { allows } from './allow-from.ts';
-import { MESH_ALPN, peerSpiffeId, portFromSni, type MeshTls } from './mesh-tls.ts';
+import { MESH_ALPN, peerCertificateCurrent, peerSpiffeId, portFromSni, type MeshTls } from './mesh-tls.ts';
 import { formatSpiffeId, type SpiffeId } from './spiffe.ts';
 
 /** What the mesh listener learned about a connection in its handshake. */
@@ -164,7 +164,8 @@ export class MeshListener {
 
   #accept(socket: TLSSocket): void {
     socket.on('error', () => socket.destroy());
-    const caller = peerSpiffeId(socket, this.#o.tls.trustDomain, this.#o.clock.now());
+    const current = peerCertificateCurrent(socket, this.#o.clock.now());
+    const caller = current ? peerSpiffeId(socket, this.#o.tls.trustDomain) : undefined;
     const appPort = portFromSni(socket.servername);
     if (!caller || appPort === undefined || this.#o.ownPorts.has(appPort)) {
       this.stats.handshakeFailures++;

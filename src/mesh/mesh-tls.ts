@@ -39,15 +39,16 @@ export function spiffeIdOf(subjectAltName: string | undefined, trustDomain: stri
   return id && id.trustDomain === trustDomain ? id : undefined;
 }
 
+export const peerSpiffeId = (socket: TLSSocket, trustDomain: string): SpiffeId | undefined =>
+  spiffeIdOf(socket.getPeerX509Certificate()?.subjectAltName, trustDomain);
+
 /**
- * The caller's id, from a certificate still valid at `now`. A resumed TLS session carries the
- * certificate of the handshake that created it and OpenSSL does not check it again, so an expired
- * one is refused here.
+ * Whether the peer's certificate is still valid at `now`. A resumed TLS session carries the
+ * certificate of the handshake that created it, and OpenSSL does not check it again.
  */
-export function peerSpiffeId(socket: TLSSocket, trustDomain: string, now: number): SpiffeId | undefined {
+export function peerCertificateCurrent(socket: TLSSocket, now: number): boolean {
   const cert = socket.getPeerX509Certificate();
-  if (!cert || Date.parse(cert.validTo) <= now) return undefined;
-  return spiffeIdOf(cert.subjectAltName, trustDomain);
+  return cert !== undefined && Date.parse(cert.validTo) > now;
 }
 
 interface Sources {

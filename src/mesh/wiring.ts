@@ -1,9 +1,11 @@
 import type { Socket } from 'node:net';
 import type { AllowRule } from '../config/parse.ts';
 import type { Dial } from '../proxy/dial.ts';
+import type { PeerIdentity } from '../proxy/observer.ts';
 import type { ServerLimits } from '../proxy/server.ts';
 import type { Clock } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
+import { callerPeers } from './caller-peer.ts';
 import { MeshDialer } from './mesh-dialer.ts';
 import { clientCertHeader, meshDestination, MeshListener, type MeshHandlers } from './mesh-listener.ts';
 import { MESH_ALPN, type MeshTls } from './mesh-tls.ts';
@@ -18,6 +20,8 @@ export interface MeshWiring {
   dialTcp: Dial;
   destination: (socket: Socket) => { address: string; port: number } | undefined;
   callerIdentity: (socket: Socket) => string | undefined;
+  /** The caller for spans and metric labels (see caller-peer.ts). */
+  peer: (socket: Socket) => PeerIdentity | undefined;
   listener(handlers: MeshHandlers, ownPorts: ReadonlySet<number>, limits: ServerLimits): MeshListener;
   /** Strict pods serve nobody without a certificate: unready until they hold one. */
   ready(): boolean;
@@ -54,6 +58,7 @@ export function meshWiring(o: {
     dialTcp: dialer.for(MESH_ALPN.tcp),
     destination: meshDestination(o.appHost),
     callerIdentity: clientCertHeader(o.tls),
+    peer: callerPeers(o.tls.trustDomain),
     listener: (handlers, ownPorts, limits) =>
       (listener = new MeshListener({
         host: o.host ?? '::',

@@ -8,7 +8,7 @@ import type { Destination, OriginalDestination } from './capture-port.ts';
 import type { ForwardPlan, Forwarder, Upstream } from './forward.ts';
 import { toOriginForm, upstreamRequestHeaders } from './headers.ts';
 import { HOP_HEADER, ipLiteral, isSelfAddress } from './loop.ts';
-import { endOnce, startRequestHop, type Hop, type HopObserver } from './observer.ts';
+import { endOnce, startRequestHop, type Hop, type HopObserver, type PeerIdentity } from './observer.ts';
 import { sendError, statusOf, writeSocketError, type ProxyErrorCode } from './status.ts';
 import { openUpstream, splice } from './tunnel.ts';
 
@@ -36,6 +36,8 @@ export interface IngressOptions {
    * first, on every ingress: only the sidecar may vouch for a caller.
    */
   callerIdentity?: (socket: Socket) => string | undefined;
+  /** The same caller for spans and metric labels, resolved once per connection. */
+  peer?: (socket: Socket) => PeerIdentity | undefined;
   /** Why a plaintext caller is refused (mTLS strict, or an allow-from it cannot satisfy); 403. */
   refuse?: (socket: Socket) => string | undefined;
 }
@@ -120,6 +122,7 @@ export class IngressHandler {
         headers: {},
         ...(socket.remoteAddress ? { peerAddress: socket.remoteAddress } : {}),
         protocol: 'tcp',
+        ...(this.#o.peer ? { peer: this.#o.peer(socket) } : {}),
       }),
     );
     socket.on('error', () => socket.destroy());
@@ -153,7 +156,7 @@ export class IngressHandler {
   }
 
   #startHop(req: IncomingMessage, protocol: 'http' | 'tcp'): Hop {
-    return startRequestHop(this.#o.observer, 'ingress', req, protocol);
+    return startRequestHop(this.#o.observer, 'ingress', req, protocol, this.#o.peer?.(req.socket));
   }
 
   /**

@@ -23,6 +23,17 @@ export interface HopStart {
   protocol: 'http' | 'tcp';
   /** A gRPC call (HTTP/2, application/grpc): its service and method from the path. */
   rpc?: { service: string; method: string };
+  /** The caller's verified mesh identity (ingress over mutual TLS); absent for plaintext. */
+  peer?: PeerIdentity | undefined;
+}
+
+/**
+ * A meshed caller, resolved once per connection: its SPIFFE id (span attribute) and its bounded
+ * metric label (`namespace/serviceaccount`, or `other` past the cap).
+ */
+export interface PeerIdentity {
+  id: string;
+  label: string;
 }
 
 export interface HopEnd {
@@ -174,6 +185,7 @@ export function startRequestHop(
   direction: Direction,
   req: IncomingMessage,
   protocol: 'http' | 'tcp',
+  peer?: PeerIdentity,
 ): Hop {
   return endOnce(
     observer.startHop({
@@ -184,6 +196,7 @@ export function startRequestHop(
       headers: req.headers,
       peerAddress: req.socket.remoteAddress,
       protocol,
+      peer,
     }),
   );
 }

@@ -1,7 +1,7 @@
 // Mutual TLS between two netns "pods" with real sidecar processes, certificates from the issuer
 // checked with the real TokenReview API (pod-bound TokenRequest tokens), 60 s certificates:
-//   - the server sees the caller's SPIFFE id over HTTP/1.1, gRPC and raw TCP; a wire tap between
-//     the pods sees nothing but TLS records;
+//   - the server sees the caller's SPIFFE id (header to the app, metric label) over HTTP/1.1,
+//     gRPC and raw TCP; a wire tap between the pods sees nothing but TLS records;
 //   - the strict pod (transparent capture) refuses plaintext HTTP, h2c/gRPC and TCP from another
 //     pod; its admin port still answers, including the app's probe rewritten to it;
 //   - steady traffic across several certificate rotations: zero failed requests;
@@ -153,6 +153,15 @@ endpoints: [{ addresses: ["${SERVER_IP}"], conditions: { ready: true } }]
   assert.equal((await client.get(`http://${SERVER_IP}:7402/readyz`)).status, 200);
   // A kubelet-style probe of the app, rewritten to the admin port, passes under strict.
   assert.equal((await client.get(`http://${SERVER_IP}:7402/app-health/app/readyz`)).status, 200);
+
+  // The server's metrics count the meshed call under its caller, the refused plaintext one as
+  // unauthenticated; the issuer counted the certificates it signed.
+  const metrics = (await client.get(`http://${SERVER_IP}:7402/metrics`)).body;
+  const sample = (labels: string): number =>
+    Number(/ (\d+)$/.exec(metrics.split('\n').find((l) => l.includes(labels)) ?? '')?.[1] ?? 0);
+  assert.equal(sample(`direction="ingress",service="",caller="${ns}/web",status="200"`), 1, metrics);
+  assert.equal(sample(`caller="unauthenticated",status="403",error="mesh_caller_denied"`), 1, metrics);
+  assert.ok((await env.metric('outrigger_issuer_certificates_issued_total')) >= 2);
 
   // 3. gRPC over mTLS (ALPN h2): the server app is told who called; every call succeeds.
   const caller = `By=${api};URI=${web}`;

@@ -5,7 +5,7 @@ import type { OriginalDestination } from '../capture-port.ts';
 import type { EgressPolicy } from '../egress-plan.ts';
 import type { IngressHandler } from '../ingress.ts';
 import { hopToken } from '../loop.ts';
-import type { HopObserver } from '../observer.ts';
+import type { HopObserver, PeerIdentity } from '../observer.ts';
 import type { H2StreamHandler } from './stream-server.ts';
 import { H2Forwarder } from './forward.ts';
 import { H2Handler, type H2HandlerOptions } from './handler.ts';
@@ -35,6 +35,7 @@ export interface H2DataPathOptions {
     dial: Dial;
     ingress: IngressHandler;
     callerIdentity: (socket: Socket) => string | undefined;
+    peer: (socket: Socket) => PeerIdentity | undefined;
   };
 }
 
@@ -66,6 +67,7 @@ export function createH2DataPath(o: H2DataPathOptions): H2DataPath {
     listener: string,
     f: H2Forwarder,
     route: H2HandlerOptions['route'],
+    peer?: H2HandlerOptions['peer'],
   ): H2StreamHandler =>
     new H2Handler({
       ...common,
@@ -73,6 +75,7 @@ export function createH2DataPath(o: H2DataPathOptions): H2DataPath {
       forwarder: f,
       log: o.log.child({ listener, protocol: 'h2' }),
       route,
+      ...(peer ? { peer } : {}),
     }).onStream;
   const egress = handler(
     'egress',
@@ -96,6 +99,7 @@ export function createH2DataPath(o: H2DataPathOptions): H2DataPath {
         'mesh',
         appForwarder,
         ingressH2Route(o.mesh.ingress, { callerIdentity: o.mesh.callerIdentity }),
+        o.mesh.peer,
       )
     : undefined;
   return {

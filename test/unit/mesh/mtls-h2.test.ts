@@ -4,6 +4,7 @@ import type { AllowRule } from '../../../src/config/parse.ts';
 import { MeshTls } from '../../../src/mesh/mesh-tls.ts';
 import { credentialsFor, fixedSources, testCa } from '../../harness/mesh.ts';
 import { echo, grpcHeaders, h2Client, h2Request, startH2Backend } from '../proxy/h2/h2-harness.ts';
+import { metric } from '../proxy/harness.ts';
 import { ep, service } from '../routing/fixtures.ts';
 import { API, freePort, meshedSidecar, recordingRelay, TD, WEB } from './mesh-harness.ts';
 
@@ -116,6 +117,14 @@ test('gRPC between meshed sidecars: mTLS with ALPN h2, the app sees the caller, 
   assert.equal(bytes.includes(marker), false, 'no message crosses the wire in clear');
   assert.equal(bytes.includes('PRI * HTTP/2.0'), false, 'the h2 preface is inside the TLS');
   assert.ok((statsOf(servers[0] as never).inbound?.protocols.h2 ?? 0) >= 1);
+  // The callee's metrics count each stream under its caller.
+  const counted = await Promise.all(
+    servers.map((p) => metric(p, 'outrigger_requests_total', { direction: 'ingress', caller: 'shop/web' })),
+  );
+  assert.equal(
+    counted.reduce((x, y) => x + y, 0),
+    10,
+  );
   assert.equal(statsOf(client).egress.plaintext, 0);
 });
 

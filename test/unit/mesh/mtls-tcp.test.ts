@@ -4,7 +4,7 @@ import { createServer, type Socket } from 'node:net';
 import type { AllowRule } from '../../../src/config/parse.ts';
 import { MeshTls } from '../../../src/mesh/mesh-tls.ts';
 import { credentialsFor, fixedSources, testCa } from '../../harness/mesh.ts';
-import { exchange } from '../proxy/harness.ts';
+import { exchange, metric } from '../proxy/harness.ts';
 import { ep, service } from '../routing/fixtures.ts';
 import { API, freePort, listen, meshedSidecar, recordingRelay, TD, WEB } from './mesh-harness.ts';
 
@@ -87,6 +87,11 @@ test('TCP between meshed sidecars goes over mTLS (ALPN outrigger-tcp); TLS sessi
   assert.equal(bytes.includes(marker), false, 'no byte of the stream crosses the wire in clear');
   const inbound = statsOf(server).inbound;
   assert.equal(inbound?.protocols['outrigger-tcp'], 3);
+  const counted = await metric(server, 'outrigger_requests_total', {
+    direction: 'ingress',
+    caller: 'shop/web',
+  });
+  assert.equal(counted, 3, 'each stream is counted under its caller');
   // Each tunnel is a new connection: the first makes a session, the next ones resume it.
   assert.deepEqual(
     { mtls: statsOf(client).egress.mtls, resumed: statsOf(client).egress.resumed },

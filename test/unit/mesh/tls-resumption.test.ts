@@ -4,7 +4,7 @@ import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { MeshDialer } from '../../../src/mesh/mesh-dialer.ts';
 import { MeshListener, type MeshHandlers } from '../../../src/mesh/mesh-listener.ts';
-import { MESH_ALPN, MeshTls, peerSpiffeId } from '../../../src/mesh/mesh-tls.ts';
+import { MESH_ALPN, MeshTls, peerCertificateCurrent } from '../../../src/mesh/mesh-tls.ts';
 import { TlsSessions } from '../../../src/mesh/tls-sessions.ts';
 import { defaultLimits } from '../../../src/proxy/server.ts';
 import { systemClock } from '../../../src/shared/clock.ts';
@@ -25,14 +25,14 @@ test('the session cache keeps the latest ticket per key and forgets the oldest b
   assert.equal(s.size, 0);
 });
 
-test('a peer certificate past its notAfter gives no identity (a resumed session keeps the old certificate)', () => {
+test('a peer certificate past its notAfter is not current (a resumed session keeps the old certificate)', () => {
   const socket = (validTo: string) =>
     ({
       getPeerX509Certificate: () => ({ validTo, subjectAltName: `URI:${WEB}` }),
     }) as unknown as TLSSocket;
   const now = Date.parse('2026-06-01T00:00:00Z');
-  assert.equal(peerSpiffeId(socket('Jun  1 00:00:01 2026 GMT'), TD, now)?.serviceAccount, 'web');
-  assert.equal(peerSpiffeId(socket('May 31 23:59:59 2026 GMT'), TD, now), undefined);
+  assert.equal(peerCertificateCurrent(socket('Jun  1 00:00:01 2026 GMT'), now), true);
+  assert.equal(peerCertificateCurrent(socket('May 31 23:59:59 2026 GMT'), now), false);
 });
 
 /** A mesh listener whose identity can rotate, and a dialer with its own fixed identity. */
