@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { listenOn } from '../shared/listen.ts';
+import type { AppHealth } from './app-health.ts';
 
 /**
  * The admin listener (default :7402): /healthz, /readyz (with discovery detail), /metrics, and
@@ -39,7 +40,7 @@ export interface AdminOptions {
   /** POST /drain (loopback only): a preStop hook's way to start draining before SIGTERM. */
   drain?: () => void;
   /** Kubelet's rewritten app probes (GET /app-health/...): a status, or undefined for unknown paths. */
-  appHealth?: (path: string) => Promise<number> | undefined;
+  appHealth?: AppHealth;
 }
 
 export function isLoopback(address: string | undefined): boolean {
@@ -90,8 +91,10 @@ export class AdminServer {
       return send(res, 200, this.#o.metrics.contentType, await this.#o.metrics.render());
     const probed = path.startsWith('/app-health/') ? this.#o.appHealth?.(path) : undefined;
     if (probed) {
-      const status = await probed;
-      return send(res, status, 'text/plain', status === 200 ? 'ok\n' : 'app probe failed\n');
+      const r = await probed;
+      return r.ok
+        ? send(res, 200, 'text/plain', 'ok\n')
+        : send(res, 503, 'text/plain', `app probe failed: ${r.reason}\n`);
     }
     const local = isLoopback(req.socket.remoteAddress);
     if (path === '/drain' && this.#o.drain) {

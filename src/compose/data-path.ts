@@ -5,6 +5,7 @@
  * from a file or fake resolver.
  */
 import { AdminServer } from '../admin/server.ts';
+import type { AppHealth } from '../admin/app-health.ts';
 import { Metrics } from '../admin/metrics.ts';
 import type { Config } from '../config/options.ts';
 import type { Resolver } from '../discovery/types.ts';
@@ -79,7 +80,7 @@ export interface DataPathDeps {
   /** Mutual TLS between sidecars: the egress dialer and the mesh listener. */
   mesh?: MeshWiring;
   /** Kubelet's rewritten app probes, replayed on the admin port (mtls strict). */
-  appHealth?: (path: string) => Promise<number> | undefined;
+  appHealth?: AppHealth;
   /** More /debug sections (mesh identity). */
   debugExtra?: Record<string, () => unknown>;
 }

@@ -158,16 +158,23 @@ export const allowFrom = parser(
   },
 );
 
-/** An app probe the sidecar replays (outrigger.dev/mtls: strict); no path means TCP. */
+/**
+ * An app probe the sidecar replays (outrigger.dev/mtls: strict): HTTP with a path, gRPC's health
+ * check with `grpc`, else TCP.
+ */
 export interface AppProbe {
   port: number;
   path?: string;
   scheme?: 'HTTP' | 'HTTPS';
   headers?: Record<string, string>;
+  /** The service name asked of grpc.health.v1.Health/Check ('' for the server as a whole). */
+  grpc?: { service?: string };
+  /** The probe's timeoutSeconds, in ms (kubelet's default, 1 s, when absent). */
+  timeoutMs?: number;
 }
 
 export const appProbes = parser(
-  'a JSON object of /app-health/<container>/<kind> to {"port","path","scheme","headers"} (set by the injector)',
+  'a JSON object of /app-health/<container>/<kind> to {"port","path","scheme","headers","grpc":{"service"},"timeoutMs"} (set by the injector)',
   (raw): Record<string, AppProbe> => {
     let v: unknown;
     try {
@@ -181,10 +188,19 @@ export const appProbes = parser(
       if (
         !key.startsWith('/app-health/') ||
         typeof pr?.port !== 'number' ||
-        !(pr.port >= 1 && pr.port <= 65535)
+        !(pr.port >= 1 && pr.port <= 65535) ||
+        (pr.timeoutMs !== undefined && !(Number.isInteger(pr.timeoutMs) && pr.timeoutMs > 0)) ||
+        (pr.grpc !== undefined && !validGrpc(pr.grpc, pr.path))
       )
         throw new ValueError(`entry ${JSON.stringify(key)} is not one`);
     }
     return v as Record<string, AppProbe>;
   },
 );
+
+const validGrpc = (g: unknown, path: unknown): boolean =>
+  typeof g === 'object' &&
+  g !== null &&
+  path === undefined &&
+  ((g as { service?: unknown }).service === undefined ||
+    typeof (g as { service?: unknown }).service === 'string');

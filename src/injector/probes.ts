@@ -3,11 +3,11 @@ import type { Container, PatchOp } from './types.ts';
 
 /**
  * Under outrigger.dev/mtls: strict the sidecar refuses plaintext from other pods, and kubelet's
- * probes are plaintext from the node. So, as Istio does, the app's HTTP and TCP probes are
- * rewritten to the sidecar's admin port (`/app-health/<container>/<kind>`), which replays the
- * original probe against the app from inside the pod. The originals travel to the sidecar as JSON
- * in OUTRIGGER_APP_PROBES. gRPC and exec probes are left as they are (exec runs in the container;
- * gRPC is named in the docs as not rewritten).
+ * probes are plaintext from the node. So, as Istio does, the app's HTTP, TCP and gRPC probes are
+ * rewritten to the sidecar's admin port (`/app-health/<container>/<kind>`) as HTTP probes, and the
+ * sidecar replays the original probe against the app from inside the pod. The originals travel to
+ * the sidecar as JSON in OUTRIGGER_APP_PROBES, with their timeout. exec probes run in the
+ * container and are left as they are.
  */
 const KINDS = [
   ['livenessProbe', 'livez'],
@@ -23,6 +23,9 @@ interface ProbeSpec {
     httpHeaders?: { name: string; value: string }[];
   };
   tcpSocket?: { port?: number | string };
+  /** Kubernetes 1.24+: the port is a number (no names), the service optional. */
+  grpc?: { port?: number; service?: string };
+  timeoutSeconds?: number;
   [k: string]: unknown;
 }
 
@@ -42,21 +45,11 @@ export function rewriteProbes(
     for (const [field, kind] of KINDS) {
       const spec = c[field] as ProbeSpec | undefined;
       if (!spec) continue;
-      const http = spec.httpGet;
-      const port = portOf(c, http ? http.port : spec.tcpSocket?.port);
-      if (port === undefined || port === adminPort || (!http && !spec.tcpSocket)) continue;
+      const original = replayed(c, spec);
+      if (!original || original.port === adminPort) continue;
       const path = `/app-health/${c.name}/${kind}`;
-      probes[path] = http
-        ? {
-            port,
-            path: http.path ?? '/',
-            ...(http.scheme === 'HTTPS' ? { scheme: 'HTTPS' as const } : {}),
-            ...(http.httpHeaders?.length
-              ? { headers: Object.fromEntries(http.httpHeaders.map((h) => [h.name, h.value])) }
-              : {}),
-          }
-        : { port };
-      const { httpGet: _h, tcpSocket: _t, ...rest } = spec;
+      probes[path] = original;
+      const { httpGet: _h, tcpSocket: _t, grpc: _g, ...rest } = spec;
       // `add` on an existing member replaces it (RFC 6902 section 4.1): the timings stay, the handler changes.
       ops.push({
         op: 'add',
@@ -66,4 +59,33 @@ export function rewriteProbes(
     }
   });
   return { ops, probes };
+}
+
+/** What the sidecar replays for one probe: undefined for exec probes and unknown named ports. */
+function replayed(c: Container, spec: ProbeSpec): AppProbe | undefined {
+  const timeout = spec.timeoutSeconds ? { timeoutMs: spec.timeoutSeconds * 1000 } : {};
+  const http = spec.httpGet;
+  if (http) {
+    const port = portOf(c, http.port);
+    return port === undefined
+      ? undefined
+      : {
+          port,
+          path: http.path ?? '/',
+          ...(http.scheme === 'HTTPS' ? { scheme: 'HTTPS' as const } : {}),
+          ...(http.httpHeaders?.length
+            ? { headers: Object.fromEntries(http.httpHeaders.map((h) => [h.name, h.value])) }
+            : {}),
+          ...timeout,
+        };
+  }
+  if (spec.grpc) {
+    const port = portOf(c, spec.grpc.port);
+    return port === undefined ? undefined : { port, grpc: { service: spec.grpc.service ?? '' }, ...timeout };
+  }
+  if (spec.tcpSocket) {
+    const port = portOf(c, spec.tcpSocket.port);
+    return port === undefined ? undefined : { port, ...timeout };
+  }
+  return undefined;
 }

@@ -3,7 +3,7 @@
 //   - the server sees the caller's SPIFFE id (header to the app, metric label) over HTTP/1.1,
 //     gRPC and raw TCP; a wire tap between the pods sees nothing but TLS records;
 //   - the strict pod (transparent capture) refuses plaintext HTTP, h2c/gRPC and TCP from another
-//     pod; its admin port still answers, including the app's probe rewritten to it;
+//     pod; its admin port still answers, including the app's HTTP and gRPC probes rewritten to it;
 //   - steady traffic across several certificate rotations: zero failed requests;
 //   - the issuer stopped, the client sidecar restarted: it serves mTLS from its stored identity.
 import assert from 'node:assert/strict';
@@ -25,6 +25,7 @@ const ROTATION_LOAD_MS = 75_000;
 const TAP_PORT = 17403;
 const grpcLoad = path.join(repoRoot, 'test/harness/grpc-load.ts');
 const grpcBackend = path.join(repoRoot, 'test/harness/grpc-backend.ts');
+const healthServer = path.join(repoRoot, 'test/harness/grpc-health-server.ts');
 
 /** One line through a CONNECT tunnel of the egress listener (node's net, inside the pod). */
 const connectScript = (target: string, line: string): string =>
@@ -86,14 +87,20 @@ endpoints: [{ addresses: ["${SERVER_IP}"], conditions: { ready: true } }]
   );
   t.after(() => server.close());
   // The strict pod runs transparent capture, as injected: every inbound port but the admin and
-  // mesh ports goes to its sidecar. Its apps: HTTP (8080), gRPC (9090), raw TCP (9998).
+  // mesh ports goes to its sidecar. Its apps: HTTP (8080), gRPC (9090), raw TCP (9998), and the
+  // gRPC health service (9091: the server SERVING, `shop.Pay` NOT_SERVING).
   startEchoApp(nsB, '0.0.0.0', 8080);
   nsB.spawn([node, grpcBackend, '0.0.0.0:9090']);
   nsB.spawn([node, captureApp, 'serve', 'api', '', '9998']);
-  for (const port of [8080, 9090, 9998]) await waitForPort(nsB, '127.0.0.1', port);
+  nsB.spawn([node, healthServer, '0.0.0.0:9091', '=SERVING', 'shop.Pay=NOT_SERVING']);
+  for (const port of [8080, 9090, 9998, 9091]) await waitForPort(nsB, '127.0.0.1', port);
   await nsB.exec([node, main, 'iptables', '--proxy-uid', String(PROXY_UID)]);
-  // As the injector writes it under strict: the app's readiness probe, replayed on the admin port.
-  const probes = JSON.stringify({ '/app-health/app/readyz': { port: 8080, path: '/' } });
+  // As the injector writes them under strict: the app's probes, replayed on the admin port.
+  const probes = JSON.stringify({
+    '/app-health/app/readyz': { port: 8080, path: '/' },
+    '/app-health/app/livez': { port: 9091, grpc: { service: '' } },
+    '/app-health/app/startupz': { port: 9091, grpc: { service: 'shop.Pay' } },
+  });
   await server.startSidecar(
     ['--mtls', 'strict', '--capture', 'transparent', '--app-port', '8080', '--app-probes', probes],
     { uid: PROXY_UID },
@@ -151,8 +158,13 @@ endpoints: [{ addresses: ["${SERVER_IP}"], conditions: { ready: true } }]
   assert.equal(plain.status, 403);
   assert.equal(plain.headers['x-outrigger-error'], 'mesh_caller_denied');
   assert.equal((await client.get(`http://${SERVER_IP}:7402/readyz`)).status, 200);
-  // A kubelet-style probe of the app, rewritten to the admin port, passes under strict.
+  // Kubelet-style probes of the app, rewritten to the admin port, pass under strict: HTTP, and
+  // gRPC through the standard health check (which also fails when the app says NOT_SERVING).
   assert.equal((await client.get(`http://${SERVER_IP}:7402/app-health/app/readyz`)).status, 200);
+  assert.equal((await client.get(`http://${SERVER_IP}:7402/app-health/app/livez`)).status, 200);
+  const notServing = await client.get(`http://${SERVER_IP}:7402/app-health/app/startupz`);
+  assert.equal(notServing.status, 503);
+  assert.equal(notServing.body, 'app probe failed: status NOT_SERVING\n');
 
   // The server's metrics count the meshed call under its caller, the refused plaintext one as
   // unauthenticated; the issuer counted the certificates it signed.
