@@ -1,6 +1,6 @@
 import { connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
-import type { Dial, DialCallback } from '../proxy/dial.ts';
+import { MESH_PEER_NAMESPACE, type Dial, type DialCallback } from '../proxy/dial.ts';
 import type { Clock, Timer } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
 import { MESH_ALPN, sniForPort, type MeshProtocol, type MeshTls } from './mesh-tls.ts';
@@ -29,6 +29,8 @@ export interface MeshDialStats {
   resumed: number;
   plaintext: number;
   notMeshed: number;
+  /** Handshakes refused because the server's identity is of another namespace than its Service. */
+  wrongNamespace: number;
 }
 
 /**
@@ -41,12 +43,16 @@ export interface MeshDialStats {
  *
  * ALPN says what the connection carries (HTTP/1.1, h2, or TCP for the app port), SNI which app
  * port. The last TLS session per endpoint and app port is offered again (TLS 1.3 resumption).
+ *
+ * The server must hold an identity of our trust domain and, for an endpoint of a Service, of the
+ * Service's namespace: a Service's endpoints are pods of its own namespace, so a meshed workload
+ * of another namespace presenting itself at that address is refused.
  */
 export class MeshDialer {
   readonly #o: MeshDialerOptions;
   readonly #notMeshed = new Map<string, number>();
   readonly #sessions: TlsSessions;
-  readonly stats: MeshDialStats = { mtls: 0, resumed: 0, plaintext: 0, notMeshed: 0 };
+  readonly stats: MeshDialStats = { mtls: 0, resumed: 0, plaintext: 0, notMeshed: 0, wrongNamespace: 0 };
 
   constructor(o: MeshDialerOptions) {
     this.#o = o;
@@ -56,28 +62,33 @@ export class MeshDialer {
 
   /** A dial for one protocol (the HTTP/1.1 client, the h2 session pool, TCP tunnels). */
   for(protocol: MeshProtocol): Dial {
-    return (host, port, cb) => this.dial(host, port, cb, protocol);
+    return (host, port, cb, namespace) => this.#dial(host, port, cb, protocol, namespace);
   }
 
-  readonly dial = (
+  #dial(
     host: string,
     port: number,
     cb: DialCallback,
-    protocol: MeshProtocol = MESH_ALPN.http1,
-  ): void => {
+    protocol: MeshProtocol,
+    namespace: string | undefined,
+  ): void {
     const context = this.#o.tls.context();
     if (!context || this.#knownPlain(host)) return this.#plain(host, port, cb);
     let secured = false;
     const timer = this.#timeout(() => socket);
     const servername = sniForPort(port);
-    const key = `${host}\u0000${servername}`;
+    // A ticket is offered only to a dial expecting the namespace its full handshake was checked
+    // for: a resumed session skips checkServerIdentity (and the client gets no peer certificate).
+    const key =
+      namespace === undefined ? `${host}\u0000${servername}` : `${host}\u0000${servername}\u0000${namespace}`;
     const session = this.#o.resumption === false ? undefined : this.#sessions.get(key);
     const socket = tlsConnect({
       host,
       port: this.#o.meshPort,
       servername,
       secureContext: context,
-      checkServerIdentity: this.#o.tls.checkServerIdentity,
+      checkServerIdentity:
+        namespace === undefined ? this.#o.tls.checkServerIdentity : this.#o.tls.checkServerIn(namespace),
       minVersion: 'TLSv1.3',
       ALPNProtocols: [protocol],
       ...(session ? { session } : {}),
@@ -104,11 +115,17 @@ export class MeshDialer {
       timer.cancel();
       socket.destroy();
       this.#sessions.delete(key);
+      if (e.code === MESH_PEER_NAMESPACE) this.#refused(e);
       if (e.code !== 'ECONNREFUSED') return cb(e);
       this.#markPlain(host);
       this.#plain(host, port, cb);
     });
-  };
+  }
+
+  #refused(e: Error): void {
+    this.stats.wrongNamespace++;
+    this.#o.log.warn('mesh peer of another namespace than its Service refused', { error: e.message });
+  }
 
   #plain(host: string, port: number, cb: DialCallback): void {
     const socket = netConnect({ host, port, noDelay: true });

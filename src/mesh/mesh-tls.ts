@@ -1,7 +1,8 @@
 import type { PeerCertificate, SecureContext, TLSSocket } from 'node:tls';
 import { createSecureContext } from 'node:tls';
 import type { Credentials } from './identity-store.ts';
-import { parseSpiffeId, type SpiffeId } from './spiffe.ts';
+import { MESH_PEER_NAMESPACE } from '../proxy/dial.ts';
+import { formatSpiffeId, parseSpiffeId, type SpiffeId } from './spiffe.ts';
 
 /**
  * The app port a meshed caller wants travels in SNI as `<port>.app.outrigger.invalid` (RFC 6761
@@ -111,4 +112,22 @@ export class MeshTls {
       : new Error(
           `peer certificate is not a mesh identity of ${this.trustDomain}: ${cert.subjectaltname ?? 'no SAN'}`,
         );
+
+  /**
+   * For tls.connect to an endpoint of a Service: also of the Service's namespace, since a Service's
+   * endpoints are pods of its own namespace. A mismatch fails the connect with MESH_PEER_NAMESPACE.
+   */
+  checkServerIn(namespace: string): (host: string, cert: PeerCertificate) => Error | undefined {
+    return (host, cert) => {
+      const id = spiffeIdOf(cert.subjectaltname, this.trustDomain);
+      if (!id) return this.checkServerIdentity(host, cert);
+      if (id.namespace === namespace) return undefined;
+      return Object.assign(
+        new Error(
+          `mesh peer ${host} is ${formatSpiffeId(id)}, not of namespace ${namespace} (its Service's)`,
+        ),
+        { code: MESH_PEER_NAMESPACE },
+      );
+    };
+  }
 }

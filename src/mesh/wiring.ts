@@ -13,7 +13,7 @@ import { MESH_ALPN, type MeshTls } from './mesh-tls.ts';
 /** What the data path needs from the mesh: a dialer for egress and a listener for meshed callers. */
 export interface MeshWiring {
   /** HTTP/1.1 connections (the upstream client's keep-alive pools). */
-  dial: MeshDialer['dial'];
+  dial: Dial;
   /** The h2 session pool's connections (h2 and gRPC). */
   dialH2: Dial;
   /** Opaque TCP streams (transparent capture, CONNECT) to a Service's endpoints. */
@@ -53,7 +53,7 @@ export function meshWiring(o: {
   });
   let listener: MeshListener | undefined;
   return {
-    dial: dialer.dial,
+    dial: dialer.for(MESH_ALPN.http1),
     dialH2: dialer.for(MESH_ALPN.h2),
     dialTcp: dialer.for(MESH_ALPN.tcp),
     destination: meshDestination(o.appHost),

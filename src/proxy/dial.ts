@@ -4,9 +4,17 @@ import type { Clock } from '../shared/clock.ts';
 /**
  * How an upstream connection is opened: plain TCP by default, mutual TLS to a meshed endpoint
  * (the mesh dialer). The callback gets a connected socket (handshake done) or the reason.
+ * `namespace` is the namespace of the Service whose endpoint this is (none for a passthrough
+ * destination): a meshed server must prove an identity of that namespace.
  */
 export type DialCallback = (err: NodeJS.ErrnoException | null, socket?: Socket) => void;
-export type Dial = (host: string, port: number, cb: DialCallback) => void;
+export type Dial = (host: string, port: number, cb: DialCallback, namespace?: string) => void;
+
+/**
+ * The error code of a dial refused because the meshed server's identity is of another namespace
+ * than the endpoint's Service: a failed connect (nothing was sent), never a plaintext fallback.
+ */
+export const MESH_PEER_NAMESPACE = 'ERR_MESH_PEER_NAMESPACE';
 
 /** Plain TCP with TCP_NODELAY, failed with ETIMEDOUT when not connected within timeoutMs. */
 export const tcpDialer =

@@ -122,7 +122,7 @@ function decideWith(
       service: serviceKey,
       stale: route.stale,
     };
-  const { byId, ids } = indexed(endpoints);
+  const { byId, ids } = indexed(endpoints, service.key.namespace);
   const balancer = policy.balancers.routed(serviceKey, ids);
   // Last-known-good rule 4: stale endpoints that all keep failing give way to the cluster's own path.
   if (route.stale && original && balancer.allEjected(ids))
@@ -133,7 +133,7 @@ function decideWith(
   // Without session affinity a plan holds nothing of the request: one serves every request
   // until the endpoints, the balancer or the staleness change.
   if (!affinity)
-    return sharedPlan(policy, endpoints, balancer, serviceKey, route.stale, servicePort.appProtocol);
+    return sharedPlan(policy, byId, ids, balancer, serviceKey, route.stale, servicePort.appProtocol);
   const timeout = service.affinityTimeoutSeconds;
   const next = (tried: ReadonlySet<string>): Upstream | undefined => {
     if (tried.size === 0) {
@@ -183,17 +183,19 @@ interface SharedPlan {
   plan: Decision;
 }
 
-const sharedPlans = new WeakMap<EndpointList, SharedPlan>();
+/** Keyed by an index's ids: one per endpoint list, as the plan. */
+const sharedPlans = new WeakMap<readonly string[], SharedPlan>();
 
 function sharedPlan(
   policy: EgressPolicy,
-  endpoints: EndpointList,
+  byId: EndpointIndex['byId'],
+  ids: EndpointIndex['ids'],
   balancer: ServiceBalancer,
   service: string,
   stale: boolean,
   appProtocol: string | undefined,
 ): Decision {
-  const have = sharedPlans.get(endpoints);
+  const have = sharedPlans.get(ids);
   if (
     have?.policy === policy &&
     have.balancer === balancer &&
@@ -201,13 +203,12 @@ function sharedPlan(
     have.appProtocol === appProtocol
   )
     return have.plan;
-  const { byId, ids } = indexed(endpoints);
   const next = (tried: ReadonlySet<string>): Upstream | undefined => {
     const id = balancer.pick(ids, tried);
     return id === undefined ? undefined : byId.get(id);
   };
   const plan = balancedPlan(policy, balancer, service, ids, stale, appProtocol, next);
-  sharedPlans.set(endpoints, { policy, balancer, stale, appProtocol, plan });
+  sharedPlans.set(ids, { policy, balancer, stale, appProtocol, plan });
   return plan;
 }
 
@@ -240,16 +241,18 @@ interface EndpointIndex {
 
 /**
  * The upstreams of an endpoint list, built once per list: discovery hands out the same array until
- * the Service's endpoints change, so a request does not rebuild them.
+ * the Service's endpoints change, so a request does not rebuild them. A list belongs to one
+ * Service, so its namespace (which a meshed endpoint's identity must be of) is the same on every
+ * call.
  */
-const indexes = new WeakMap<readonly { address: string; port: number }[], EndpointIndex>();
+const indexes = new WeakMap<EndpointList, EndpointIndex>();
 
-export function indexed(endpoints: readonly { address: string; port: number }[]): EndpointIndex {
+export function indexed(endpoints: EndpointList, namespace: string): EndpointIndex {
   let index = indexes.get(endpoints);
   if (!index) {
     const byId = new Map<string, Upstream>();
     for (const e of endpoints) {
-      const up = { id: endpointId(e.address, e.port), host: e.address, port: e.port };
+      const up = { id: endpointId(e.address, e.port), host: e.address, port: e.port, namespace };
       byId.set(up.id, up);
     }
     index = { byId, ids: [...byId.keys()] };

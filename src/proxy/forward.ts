@@ -20,6 +20,8 @@ export interface Upstream {
   id: string;
   host: string;
   port: number;
+  /** The namespace of the Service this endpoint belongs to (see Dial); none for passthrough. */
+  namespace?: string;
 }
 
 export interface ForwardPlan {

@@ -1,6 +1,6 @@
 import type { Socket } from 'node:net';
 import type { Clock } from '../shared/clock.ts';
-import { tcpDialer, type Dial } from './dial.ts';
+import { tcpDialer, type Dial, type DialCallback } from './dial.ts';
 import type { ForwardPlan, Upstream } from './forward.ts';
 import type { Hop } from './observer.ts';
 
@@ -49,8 +49,9 @@ function connectOnce(
   up: Upstream,
   dial: Dial,
 ): Promise<{ ok: true; socket: Socket } | { ok: false; timedOut: boolean; detail: string }> {
+  const open = (cb: DialCallback): void => dial(up.host, up.port, cb, up.namespace);
   return new Promise((resolve) =>
-    dial(up.host, up.port, (err, socket) => {
+    open((err, socket) => {
       if (socket && !err) return resolve({ ok: true, socket });
       const code = err?.code;
       const timedOut = code === 'ETIMEDOUT';

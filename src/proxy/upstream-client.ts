@@ -4,6 +4,7 @@ import { LRUCache } from 'lru-cache';
 import type { Socket } from 'node:net';
 import { Pool, type buildConnector, type Dispatcher } from 'undici';
 import type { Clock, Timer } from '../shared/clock.ts';
+import { MESH_PEER_NAMESPACE } from './dial.ts';
 import { stripHopByHop } from './headers.ts';
 
 /**
@@ -29,12 +30,19 @@ export interface UpstreamClientOptions {
    * Opens upstream connections instead of undici's connector (mutual TLS to meshed endpoints): the
    * callback gets a connected socket, or the connect error; it must always be called.
    */
-  dial?: (host: string, port: number, cb: (err: Error | null, socket?: Socket) => void) => void;
+  dial?: (
+    host: string,
+    port: number,
+    cb: (err: Error | null, socket?: Socket) => void,
+    namespace?: string,
+  ) => void;
 }
 
 export interface Endpoint {
   host: string;
   port: number;
+  /** The endpoint's Service namespace, which a meshed server's identity must be of (see Dial). */
+  namespace?: string;
 }
 
 export type AttemptResult =
@@ -75,6 +83,7 @@ const CONNECT_ERRORS = new Set([
   'ECONNRESET',
   'EPIPE',
   'UND_ERR_CONNECT_TIMEOUT',
+  MESH_PEER_NAMESPACE,
 ]);
 
 export class UpstreamClient {
@@ -110,13 +119,22 @@ export class UpstreamClient {
   #connector(up: Endpoint): buildConnector.connector {
     const dial = this.#o.dial;
     return (_opts, cb) =>
-      dial?.(up.host, up.port, (err, socket) =>
-        !err && socket ? cb(null, socket) : cb(err ?? new Error('dial gave no socket'), null),
+      dial?.(
+        up.host,
+        up.port,
+        (err, socket) =>
+          !err && socket ? cb(null, socket) : cb(err ?? new Error('dial gave no socket'), null),
+        up.namespace,
       );
   }
 
   #pool(up: Endpoint): Pool {
-    const key = `${up.host}:${up.port}`;
+    // A mesh pool's connector checks one namespace: an address reused by a pod of another
+    // namespace, or also dialled as a passthrough destination, gets a pool of its own.
+    const key =
+      this.#o.dial && up.namespace !== undefined
+        ? `${up.host}:${up.port} ${up.namespace}`
+        : `${up.host}:${up.port}`;
     let pool = this.#pools.get(key);
     if (!pool) {
       const host = up.host.includes(':') ? `[${up.host}]` : up.host;

@@ -1,7 +1,8 @@
 // Mutual TLS between two netns "pods" with real sidecar processes, certificates from the issuer
 // checked with the real TokenReview API (pod-bound TokenRequest tokens), 60 s certificates:
 //   - the server sees the caller's SPIFFE id (header to the app, metric label) over HTTP/1.1,
-//     gRPC and raw TCP; a wire tap between the pods sees nothing but TLS records;
+//     gRPC and raw TCP; a wire tap between the pods sees nothing but TLS records; the client
+//     refuses the server as an endpoint of a Service of another namespace;
 //   - the strict pod (transparent capture) refuses plaintext HTTP, h2c/gRPC and TCP from another
 //     pod; its admin port still answers, including the app's HTTP and gRPC probes rewritten to it;
 //   - steady traffic across several certificate rotations: zero failed requests;
@@ -53,7 +54,7 @@ test('two meshed pods: mTLS with the caller identity, strict refuses plaintext, 
   await linkNetns(nsA, nsB, { a: [`${CLIENT_IP}/24`], b: [`${SERVER_IP}/24`] });
   const clusterYaml = `apiVersion: v1
 kind: Service
-metadata: { name: api, namespace: prod }
+metadata: { name: api, namespace: ${ns} }
 spec:
   ports:
     - { name: http, port: 80, protocol: TCP }
@@ -62,12 +63,25 @@ spec:
 ---
 apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
-metadata: { name: api-1, namespace: prod, labels: { kubernetes.io/service-name: api } }
+metadata: { name: api-1, namespace: ${ns}, labels: { kubernetes.io/service-name: api } }
 addressType: IPv4
 ports:
   - { name: http, port: 8080, protocol: TCP }
   - { name: grpc, port: 9090, protocol: TCP, appProtocol: kubernetes.io/h2c }
   - { name: tcp, port: 9998, protocol: TCP }
+endpoints: [{ addresses: ["${SERVER_IP}"], conditions: { ready: true } }]
+---
+apiVersion: v1
+kind: Service
+metadata: { name: api, namespace: elsewhere }
+spec:
+  ports: [{ name: http, port: 80, protocol: TCP }]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: api-1, namespace: elsewhere, labels: { kubernetes.io/service-name: api } }
+addressType: IPv4
+ports: [{ name: http, port: 8080, protocol: TCP }]
 endpoints: [{ addresses: ["${SERVER_IP}"], conditions: { ready: true } }]
 `;
   const client = await meshPod(
@@ -131,7 +145,7 @@ endpoints: [{ addresses: ["${SERVER_IP}"], conditions: { ready: true } }]
       String(TAP_PORT),
     ]),
   );
-  await client.startSidecar(['--mtls', 'permissive', '--namespace', 'prod']);
+  await client.startSidecar(['--mtls', 'permissive', '--namespace', ns]);
   const identity = async (pod: typeof client) =>
     JSON.parse((await pod.admin('/debug/identity')).body) as {
       ready: boolean;
@@ -148,9 +162,18 @@ endpoints: [{ addresses: ["${SERVER_IP}"], conditions: { ready: true } }]
   // 1. Meshed: the app behind the strict pod is told who called.
   const web = `spiffe://cluster.local/ns/${ns}/sa/web`;
   const api = `spiffe://cluster.local/ns/${ns}/sa/api`;
-  const r = await client.get('http://api.prod/', { proxyPort: 7400 });
+  const r = await client.get(`http://api.${ns}/`, { proxyPort: 7400 });
   assert.equal(r.status, 200, `${r.body}\n${client.output()}`);
   assert.deepEqual(JSON.parse(r.body), { xfcc: `By=${api};URI=${web}` });
+  // The same pod listed as an endpoint of a Service of another namespace: its identity does not
+  // match that namespace, so the client refuses it (no plaintext fallback).
+  const elsewhere = await client.get('http://api.elsewhere/', { proxyPort: 7400 });
+  assert.equal(elsewhere.status, 502, elsewhere.body);
+  assert.match(elsewhere.body, /ERR_MESH_PEER_NAMESPACE/);
+  const dials = JSON.parse((await client.admin('/debug/mesh')).body) as {
+    egress: { wrongNamespace: number };
+  };
+  assert.equal(dials.egress.wrongNamespace, 1);
 
   // 2. Plaintext from another pod to the strict pod's ingress: 403 with the code; its admin port
   // (where kubelet's probes go) still answers.
@@ -182,7 +205,7 @@ endpoints: [{ addresses: ["${SERVER_IP}"], conditions: { ready: true } }]
       (await nsA.exec([node, grpcLoad, mode, '7400', target, String(n), '0', '0'], { timeoutMs: 60_000 }))
         .stdout,
     ) as { failed: number; failures: { code: number; details: string }[]; callers: Record<string, number> };
-  const meshedGrpc = await grpcRun('direct', 'api.prod:9090', 20);
+  const meshedGrpc = await grpcRun('direct', `api.${ns}:9090`, 20);
   assert.equal(meshedGrpc.failed, 0, JSON.stringify(meshedGrpc.failures));
   assert.deepEqual(meshedGrpc.callers, { [caller]: 20 });
   // Plaintext h2c from a non-meshed client straight to the strict pod: PERMISSION_DENIED.
@@ -192,7 +215,7 @@ endpoints: [{ addresses: ["${SERVER_IP}"], conditions: { ready: true } }]
 
   // 4. Raw TCP over mTLS (ALPN outrigger-tcp), through a CONNECT tunnel of the client's sidecar;
   // plaintext TCP from the client pod straight to the strict pod gets no answer.
-  const tunnel = await nsA.exec([node, '-e', connectScript('api.prod:9998', 'hello-over-mtls')]);
+  const tunnel = await nsA.exec([node, '-e', connectScript(`api.${ns}:9998`, 'hello-over-mtls')]);
   assert.match(tunnel.stdout, /^HTTP\/1\.1 200 Connection Established\r\n\r\nPONG api hello-over-mtls\n$/);
   const plainTcp = await nsA.exec([node, captureApp, 'tcp', SERVER_IP, '9998', 'hello-plaintext'], {
     allowFail: true,
@@ -218,7 +241,7 @@ endpoints: [{ addresses: ["${SERVER_IP}"], conditions: { ready: true } }]
       '7400',
       '50',
       String(ROTATION_LOAD_MS),
-      'http://api.prod/',
+      `http://api.${ns}/`,
     ],
     { timeoutMs: ROTATION_LOAD_MS + 60_000 },
   );
@@ -238,11 +261,11 @@ endpoints: [{ addresses: ["${SERVER_IP}"], conditions: { ready: true } }]
   // 6. The issuer goes away; the client sidecar restarts: it serves mTLS from its stored identity.
   await issuer.close();
   await client.killSidecar();
-  await client.startSidecar(['--mtls', 'permissive', '--namespace', 'prod']);
+  await client.startSidecar(['--mtls', 'permissive', '--namespace', ns]);
   const restarted = await identity(client);
   assert.equal(restarted.source, 'stored', client.output());
   assert.equal(restarted.ready, true);
-  const again = await client.get('http://api.prod/', { proxyPort: 7400 });
+  const again = await client.get(`http://api.${ns}/`, { proxyPort: 7400 });
   assert.equal(again.status, 200, again.body);
   assert.deepEqual(JSON.parse(again.body), { xfcc: `By=${api};URI=${web}` });
 });

@@ -7,7 +7,7 @@ import {
 } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { Clock, Timer } from '../../shared/clock.ts';
-import { tcpDialer, type Dial } from '../dial.ts';
+import { tcpDialer, type Dial, type DialCallback } from '../dial.ts';
 import type { Upstream } from '../forward.ts';
 
 /**
@@ -66,6 +66,8 @@ interface Entry {
   idle?: Timer;
   /** Why the dial failed before a session existed (a destroyed socket, a timeout). */
   abort?: (e: H2OpenError) => void;
+  /** The namespace the dial checked the server for: only streams of that namespace use it. */
+  namespace: string | undefined;
 }
 
 export class H2SessionPool {
@@ -146,7 +148,7 @@ export class H2SessionPool {
     if (this.#closed) throw new H2OpenError('connect', 'the proxy is shutting down');
     const list = this.#byEndpoint.get(up.id) ?? [];
     for (const entry of list) {
-      if (entry.draining) continue;
+      if (entry.draining || entry.namespace !== up.namespace) continue;
       const session = await entry.ready.catch(() => undefined);
       if (session && !entry.draining && !session.destroyed && entry.active < limitOf(session)) {
         entry.active++;
@@ -165,7 +167,7 @@ export class H2SessionPool {
   }
 
   #open(up: Upstream): Entry {
-    const pending: Omit<Entry, 'ready'> = { active: 0, draining: false };
+    const pending: Omit<Entry, 'ready'> = { active: 0, draining: false, namespace: up.namespace };
     const entry: Entry = Object.assign(pending, { ready: this.#connect(up, pending) });
     const list = this.#byEndpoint.get(up.id) ?? [];
     list.push(entry);
@@ -195,7 +197,8 @@ export class H2SessionPool {
       const timer = this.#o.clock.setTimer(this.#o.connectTimeoutMs, () =>
         fail(new H2OpenError('connect', `timed out after ${this.#o.connectTimeoutMs} ms`, true)),
       );
-      this.#dial(up.host, up.port, (err, socket) => {
+      const dial = (cb: DialCallback): void => this.#dial(up.host, up.port, cb, up.namespace);
+      dial((err, socket) => {
         if (failed || this.#closed || err || !socket) {
           socket?.destroy();
           const code = err?.code;

@@ -57,13 +57,13 @@ test('the callee labels meshed requests with the caller and plaintext ones as un
   const seen = recordingObserver();
   const server = await sidecar('127.0.0.2', API, seen, [appPort]);
   const client = await sidecar('127.0.0.1', WEB, noopObserver);
-  client.resolver.set(service('prod', 'api', { eps: { http: [ep('127.0.0.2', appPort)] } }));
+  client.resolver.set(service('shop', 'api', { eps: { http: [ep('127.0.0.2', appPort)] } }));
 
   for (let i = 0; i < 3; i++)
-    assert.equal((await send(client.egress, { headers: { host: 'api.prod' } })).status, 200);
+    assert.equal((await send(client.egress, { headers: { host: 'api.shop' } })).status, 200);
   // The same app, reached in plaintext on the server's ingress port.
   assert.equal(
-    (await send(server.ingress, { host: '127.0.0.2', headers: { host: 'api.prod' } })).status,
+    (await send(server.ingress, { host: '127.0.0.2', headers: { host: 'api.shop' } })).status,
     200,
   );
 

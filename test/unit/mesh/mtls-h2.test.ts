@@ -81,7 +81,7 @@ async function grpcMesh(t: { after(fn: () => unknown): void }, rules: () => Allo
     tls: new MeshTls(fixedSources(await credentialsFor(ca, WEB), ca.trustBundle), TD),
   });
   client.resolver.set(
-    service('prod', 'api', {
+    service('shop', 'api', {
       eps: { http: [ep('127.0.0.2', apps[0]?.port ?? 0), ep('127.0.0.3', apps[1]?.port ?? 0)] },
     }),
   );
@@ -100,7 +100,7 @@ test('gRPC between meshed sidecars: mTLS with ALPN h2, the app sees the caller, 
   const { apps, servers, client, session, wire } = await grpcMesh(t);
   const marker = 'marker-5c1e0b';
   for (let i = 0; i < 10; i++) {
-    const r = await h2Request(session, grpcHeaders('api.prod'), `${marker}-${i}`);
+    const r = await h2Request(session, grpcHeaders('api.shop'), `${marker}-${i}`);
     assert.equal(r.trailers['grpc-status'], '0', JSON.stringify(r));
     assert.equal(r.body.toString(), `${marker}-${i}`);
   }
@@ -131,14 +131,14 @@ test('gRPC between meshed sidecars: mTLS with ALPN h2, the app sees the caller, 
 test('allow-from applies to every meshed h2 stream: PERMISSION_DENIED with the code, the app never sees it', async (t) => {
   let rules: AllowRule[] = [{ namespace: 'shop', serviceAccount: 'checkout' }];
   const { apps, session } = await grpcMesh(t, () => rules);
-  const denied = await h2Request(session, grpcHeaders('api.prod'), 'x');
+  const denied = await h2Request(session, grpcHeaders('api.shop'), 'x');
   assert.equal(denied.headers['grpc-status'], '7', JSON.stringify(denied.headers));
   assert.equal(denied.headers['x-outrigger-error'], 'mesh_caller_denied');
   assert.match(String(denied.headers['grpc-message']), /spiffe:\/\/cluster\.local\/ns\/shop\/sa\/web/);
   assert.equal((apps[0]?.streams.length ?? 0) + (apps[1]?.streams.length ?? 0), 0);
   // The same connection: the next stream is judged again.
   rules = [{ namespace: 'shop', serviceAccount: 'web' }];
-  const allowed = await h2Request(session, grpcHeaders('api.prod'), 'x');
+  const allowed = await h2Request(session, grpcHeaders('api.shop'), 'x');
   assert.equal(allowed.trailers['grpc-status'], '0');
 });
 
@@ -151,10 +151,10 @@ test('an h2c endpoint without a mesh listener gets plaintext h2c, remembered as 
     meshPort: await freePort('127.0.0.4'),
     tls: new MeshTls(fixedSources(await credentialsFor(ca, WEB), ca.trustBundle), TD),
   });
-  client.resolver.set(service('prod', 'plain', { eps: { http: [ep('127.0.0.4', app.port)] } }));
+  client.resolver.set(service('shop', 'plain', { eps: { http: [ep('127.0.0.4', app.port)] } }));
   const session = await h2Client(client.egress);
   t.after(() => session.close());
-  const r = await h2Request(session, grpcHeaders('plain.prod'), 'x');
+  const r = await h2Request(session, grpcHeaders('plain.shop'), 'x');
   assert.equal(r.trailers['grpc-status'], '0', JSON.stringify(r));
   assert.equal(app.streams[0]?.['x-forwarded-client-cert'], undefined);
   assert.deepEqual(

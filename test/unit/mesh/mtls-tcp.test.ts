@@ -60,7 +60,7 @@ async function tcpMesh(t: { after(fn: () => unknown): void }, rules: () => Allow
     ),
   });
   client.resolver.set(
-    service('prod', 'db', {
+    service('shop', 'db', {
       ports: [{ name: 'tcp', port: appPort, protocol: 'TCP' }],
       eps: { tcp: [ep('127.0.0.2', appPort)] },
     }),
@@ -69,7 +69,7 @@ async function tcpMesh(t: { after(fn: () => unknown): void }, rules: () => Allow
     webCreds = await credentialsFor(ca, WEB);
     for (const fn of listeners) fn();
   };
-  return { server, client, wire, target: `db.prod:${appPort}`, rotate };
+  return { server, client, wire, target: `db.shop:${appPort}`, rotate };
 }
 
 test('TCP between meshed sidecars goes over mTLS (ALPN outrigger-tcp); TLS sessions are resumed, and forgotten on rotation', async (t) => {
@@ -121,9 +121,15 @@ test('allow-from applies to a meshed TCP stream at connection time: closed befor
 
 test('TCP to a destination that is no Service endpoint stays plaintext, without trying the mesh port', async (t) => {
   const { client, wire, target } = await tcpMesh(t);
-  const direct = target.replace('db.prod', '127.0.0.2');
+  const direct = target.replace('db.shop', '127.0.0.2');
   const out = await tunnelLine(client.egress, direct, 'passthrough');
   assert.match(out, /PONG passthrough\n$/);
   assert.equal(wire().length, 0, 'nothing went to the mesh port');
-  assert.deepEqual(statsOf(client).egress, { mtls: 0, resumed: 0, plaintext: 0, notMeshed: 0 });
+  assert.deepEqual(statsOf(client).egress, {
+    mtls: 0,
+    resumed: 0,
+    plaintext: 0,
+    notMeshed: 0,
+    wrongNamespace: 0,
+  });
 });

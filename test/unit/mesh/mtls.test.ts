@@ -32,8 +32,8 @@ test('two meshed sidecars talk mutual TLS; the app sees the caller; plaintext to
     meshPort,
     tls: new MeshTls(fixedSources(webCreds, ca.trustBundle), TD),
   });
-  client.resolver.set(service('prod', 'api', { eps: { http: [ep('127.0.0.2', apiPort)] } }));
-  client.resolver.set(service('prod', 'plain', { eps: { http: [ep('127.0.0.3', plainPort)] } }));
+  client.resolver.set(service('shop', 'api', { eps: { http: [ep('127.0.0.2', apiPort)] } }));
+  client.resolver.set(service('shop', 'plain', { eps: { http: [ep('127.0.0.3', plainPort)] } }));
 
   // 1. Meshed: the app gets the verified caller, not what the caller claimed.
   const marker = 'marker-7f3a9c';
@@ -41,7 +41,7 @@ test('two meshed sidecars talk mutual TLS; the app sees the caller; plaintext to
     const r = await send(client.egress, {
       path: `/${marker}`,
       headers: {
-        host: 'api.prod',
+        host: 'api.shop',
         'x-forwarded-client-cert': 'URI=spiffe://cluster.local/ns/kube-system/sa/admin',
       },
     });
@@ -60,13 +60,13 @@ test('two meshed sidecars talk mutual TLS; the app sees the caller; plaintext to
 
   // A meshed caller names a port, but only the app's ports are reachable through the mesh listener.
   const hidden = await app('127.0.0.2', t);
-  client.resolver.set(service('prod', 'hidden', { eps: { http: [ep('127.0.0.2', hidden)] } }));
-  const misdirected = await send(client.egress, { headers: { host: 'hidden.prod' } });
+  client.resolver.set(service('shop', 'hidden', { eps: { http: [ep('127.0.0.2', hidden)] } }));
+  const misdirected = await send(client.egress, { headers: { host: 'hidden.shop' } });
   assert.equal(misdirected.headers['x-outrigger-error'], 'misdirected', misdirected.body);
 
   // 2. Not meshed: the mesh port refuses, so plaintext, remembered for the next connections.
   for (let i = 0; i < 2; i++) {
-    const r = await send(client.egress, { headers: { host: 'plain.prod' } });
+    const r = await send(client.egress, { headers: { host: 'plain.shop' } });
     assert.equal(r.status, 200);
     assert.deepEqual(JSON.parse(r.body), { xfcc: null });
   }
@@ -75,11 +75,11 @@ test('two meshed sidecars talk mutual TLS; the app sees the caller; plaintext to
 
   // 3. allow-from without the caller: 403 with the code.
   rules = [{ namespace: 'shop', serviceAccount: 'checkout' }];
-  const denied = await send(client.egress, { headers: { host: 'api.prod' } });
+  const denied = await send(client.egress, { headers: { host: 'api.shop' } });
   assert.equal(denied.status, 403);
   assert.equal(denied.headers['x-outrigger-error'], 'mesh_caller_denied');
   rules = [{ namespace: 'shop', serviceAccount: '*' }];
-  assert.equal((await send(client.egress, { headers: { host: 'api.prod' } })).status, 200);
+  assert.equal((await send(client.egress, { headers: { host: 'api.shop' } })).status, 200);
   assert.ok(((server.wiring.stats() as { inbound: { denied: number } }).inbound.denied ?? 0) >= 1);
 });
 
@@ -111,8 +111,8 @@ test('the mesh listener accepts neither plaintext nor a certificate from another
     // It trusts our CA (so it would accept the server) but presents another CA's certificate.
     tls: new MeshTls(fixedSources(await credentialsFor(other, WEB), ca.trustBundle), TD),
   });
-  intruder.resolver.set(service('prod', 'api', { eps: { http: [ep('127.0.0.2', apiPort)] } }));
-  const r = await send(intruder.egress, { headers: { host: 'api.prod' } });
+  intruder.resolver.set(service('shop', 'api', { eps: { http: [ep('127.0.0.2', apiPort)] } }));
+  const r = await send(intruder.egress, { headers: { host: 'api.shop' } });
   assert.equal(r.status, 502);
   const inbound = (server.wiring.stats() as { inbound: { accepted: number } }).inbound;
   assert.equal(inbound.accepted, 0);
@@ -181,7 +181,7 @@ test('certificate rotation on both sides under steady traffic fails no request',
       TD,
     ),
   });
-  client.resolver.set(service('prod', 'api', { eps: { http: [ep('127.0.0.2', apiPort)] } }));
+  client.resolver.set(service('shop', 'api', { eps: { http: [ep('127.0.0.2', apiPort)] } }));
   const statuses: number[] = [];
   const firstCert = apiCreds.certificate;
   for (let i = 0; i < 30; i++) {
@@ -189,7 +189,7 @@ test('certificate rotation on both sides under steady traffic fails no request',
       [webCreds, apiCreds] = [await credentialsFor(ca, WEB), await credentialsFor(ca, API)];
       for (const fn of listeners) fn();
     }
-    statuses.push((await send(client.egress, { headers: { host: 'api.prod' } })).status);
+    statuses.push((await send(client.egress, { headers: { host: 'api.shop' } })).status);
   }
   assert.deepEqual(new Set(statuses), new Set([200]));
   assert.notEqual(apiCreds.certificate, firstCert);
@@ -239,8 +239,8 @@ test('a mesh port that never finishes the handshake fails the connect; it is no 
     meshPort,
     tls: new MeshTls(fixedSources(await credentialsFor(ca, WEB), ca.trustBundle), TD),
   });
-  client.resolver.set(service('prod', 'api', { eps: { http: [ep('127.0.0.2', apiPort)] } }));
-  const r = await send(client.egress, { headers: { host: 'api.prod' } });
+  client.resolver.set(service('shop', 'api', { eps: { http: [ep('127.0.0.2', apiPort)] } }));
+  const r = await send(client.egress, { headers: { host: 'api.shop' } });
   // A connect failure (502, ETIMEDOUT), not a request hanging until the response timeout (504).
   assert.equal(r.status, 502, r.body);
   assert.match(r.body, /ETIMEDOUT/);
