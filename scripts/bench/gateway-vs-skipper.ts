@@ -30,6 +30,7 @@ import {
   type GatewayPod,
 } from '../../test/harness/gateway.ts';
 import { bridgeIntoNetns, waitForPort } from '../../test/harness/netns.ts';
+import { exited } from '../../test/harness/netns-pod.ts';
 import { testBinaries } from '../../test/harness/tools.ts';
 
 const { values } = parseArgs({
@@ -63,12 +64,6 @@ async function sweep(pod: GatewayPod, urls: string[], port: number): Promise<num
   let ok = 0;
   for (const u of urls) if ((await pod.get(u, port)).status === 200) ok++;
   return ok;
-}
-
-function exited(child: ChildProcess): Promise<void> {
-  return child.exitCode !== null || child.signalCode !== null
-    ? Promise.resolve()
-    : new Promise((r) => child.once('exit', () => r()));
 }
 
 async function main(): Promise<void> {

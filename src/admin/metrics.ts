@@ -1,6 +1,7 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { outriggerVersion } from '../shared/version.ts';
 import { registerEventLoopDelay } from './event-loop.ts';
+import { LatencyHistogram, RequestCounter } from './request-metrics.ts';
 
 /**
  * The sidecar's Prometheus metrics. Names follow Istio's and Linkerd's shapes (requests by
@@ -23,47 +24,45 @@ export interface MetricsSources {
   extra?: () => Record<string, { help: string; value: number }>;
 }
 
+/** What every Outrigger process exports: build info, and (unless off) Node's process metrics. */
+export function registerProcessMetrics(registry: Registry, defaults: boolean): void {
+  // prom-client's names already start with process_ or nodejs_: the prefix is ours alone.
+  if (defaults) collectDefaultMetrics({ register: registry, prefix: 'outrigger_' });
+  // The build-info convention (a constant 1 carrying the version as a label): `outrigger
+  // version --admin URL` reads it, and dashboards can join on it.
+  new Gauge({
+    name: 'outrigger_build_info',
+    help: 'Always 1; the labels carry the Outrigger and Node.js versions',
+    labelNames: ['version', 'node'],
+    registers: [registry],
+  }).set({ version: outriggerVersion, node: process.version }, 1);
+}
+
 export class Metrics {
   readonly registry = new Registry();
-  readonly #requests: Counter<'direction' | 'service' | 'status' | 'error'>;
-  readonly #latency: Histogram<'direction' | 'service'>;
+  readonly #requests: RequestCounter;
+  readonly #latency: LatencyHistogram;
   readonly #connectErrors: Counter<'service'>;
   readonly #ejections: Counter<'service'>;
   readonly #retries: Counter<'direction' | 'service' | 'reason'>;
   readonly #grpcCalls: Counter<'direction' | 'service' | 'grpc_status'>;
   readonly #extraGauges = new Map<string, Gauge>();
-  readonly #requestChildren = new Map<
-    string,
-    { count: { inc(): void }; latency: { observe(v: number): void } }
-  >();
   #sources: MetricsSources = {};
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
-    // prom-client's names already start with process_ or nodejs_: the prefix is ours alone.
-    if (opts.defaultMetrics !== false)
-      collectDefaultMetrics({ register: this.registry, prefix: 'outrigger_' });
-    // The build-info convention (a constant 1 carrying the version as a label): `outrigger
-    // version --admin URL` reads it, and dashboards can join on it.
-    new Gauge({
-      name: 'outrigger_build_info',
-      help: 'Always 1; the labels carry the Outrigger and Node.js versions',
-      labelNames: ['version', 'node'],
-      registers,
-    }).set({ version: outriggerVersion, node: process.version }, 1);
-    this.#requests = new Counter({
-      name: 'outrigger_requests_total',
-      help: 'Requests and streams proxied, by direction, Service ("" for passthrough), status and proxy error code',
-      labelNames: ['direction', 'service', 'status', 'error'],
-      registers,
-    });
-    this.#latency = new Histogram({
-      name: 'outrigger_request_duration_seconds',
-      help: 'Time from request received to response finished',
-      labelNames: ['direction', 'service'],
-      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-      registers,
-    });
+    registerProcessMetrics(this.registry, opts.defaultMetrics !== false);
+    this.#requests = new RequestCounter(
+      'outrigger_requests_total',
+      'Requests and streams proxied, by direction, Service ("" for passthrough), caller (ingress: namespace/serviceaccount over mutual TLS, else unauthenticated), status and proxy error code',
+      this.registry,
+    );
+    this.#latency = new LatencyHistogram(
+      'outrigger_request_duration_seconds',
+      'Time from request received to response finished',
+      [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      this.registry,
+    );
     this.#connectErrors = new Counter({
       name: 'outrigger_upstream_connect_errors_total',
       help: 'Failed connects to upstream endpoints',
@@ -120,25 +119,21 @@ export class Metrics {
     this.#sources = sources;
   }
 
-  request(direction: string, service: string, status: number, error: string, seconds: number): void {
-    // Label children are cached: prom-client hashes the label object on every call otherwise.
-    const k = `${direction}\u0000${service}\u0000${status}\u0000${error}`;
-    let c = this.#requestChildren.get(k);
-    if (!c) {
-      if (this.#requestChildren.size > 10_000) this.#requestChildren.clear();
-      c = {
-        count: this.#requests.labels({ direction, service, status: String(status), error }),
-        latency: this.#latency.labels({ direction, service }),
-      };
-      this.#requestChildren.set(k, c);
-    }
-    c.count.inc();
-    c.latency.observe(seconds);
+  request(
+    direction: string,
+    service: string,
+    caller: string,
+    status: number,
+    error: string,
+    seconds: number,
+  ): void {
+    this.#requests.inc(direction, service, caller, status, error);
+    this.#latency.observe(direction, service, caller, seconds);
   }
 
   /** A request refused by the listener limits before routing: counted, with no latency sample. */
   rejected(direction: string, status: number, error: string): void {
-    this.#requests.inc({ direction, service: '', status: String(status), error });
+    this.#requests.inc(direction, '', '', status, error);
   }
 
   grpcCall(direction: string, service: string, grpcStatus: number): void {

@@ -75,10 +75,15 @@ export class ServiceBalancer {
     const now = this.#o.clock.now();
     const candidates = exclude && exclude.size > 0 ? ids.filter((id) => !exclude.has(id)) : ids;
     if (candidates.length === 0) return undefined;
-    const healthy = candidates.filter((id) => !this.#state(id).outlier.ejected(now));
-    const healthyTotal = ids.length - ids.filter((id) => this.#peekEjected(id, now)).length;
-    const panic = healthy.length === 0 || healthyTotal < ids.length * this.#o.panicThreshold;
-    const pool = panic ? candidates : healthy;
+    let ejected = 0;
+    for (const id of ids) if (this.#peekEjected(id, now)) ejected++;
+    // Nothing ejected (the common case): every candidate is healthy, and no array is built.
+    let pool = candidates;
+    if (ejected > 0) {
+      const healthy = candidates.filter((id) => !this.#peekEjected(id, now));
+      const panic = healthy.length === 0 || ids.length - ejected < ids.length * this.#o.panicThreshold;
+      if (!panic) pool = healthy;
+    }
     if (pool.length === 1) return pool[0];
     return this.#o.algorithm === 'round-robin' ? this.#roundRobin(pool) : this.#p2c(pool, now);
   }
@@ -192,6 +197,18 @@ export class Balancers {
       b = new ServiceBalancer(service, this.#o);
       this.#byService.set(service, b);
     }
+    return b;
+  }
+
+  /**
+   * The balancer of one request or stream routed to service over ids. It counts toward the
+   * Service's retry budget (retries are allowed up to a ratio of these), and endpoints no longer
+   * in ids are forgotten.
+   */
+  routed(service: string, ids: readonly string[]): ServiceBalancer {
+    const b = this.for(service);
+    b.budget.deposit();
+    b.retain(ids);
     return b;
   }
 

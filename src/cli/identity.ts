@@ -1,9 +1,12 @@
 import { Command, Option } from 'commander';
+import { INJECTION_LABEL, TRUST_BUNDLE_CONFIGMAP } from '../config/options.ts';
 import { OutriggerError } from '../shared/errors.ts';
 import { createLogger, logLevels, type LogLevel } from '../shared/log.ts';
 
 interface IdentityFlags {
   listen: string;
+  adminListen: string;
+  trustBundleNamespaces: string;
   caCert: string;
   caKey: string;
   trustBundle?: string;
@@ -31,10 +34,10 @@ export function parseTtl(flag: string, value: string): number {
   return ms;
 }
 
-function parseListen(listen: string): { host: string; port: number } {
+function parseListen(listen: string, flag = '--listen'): { host: string; port: number } {
   const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d{1,5})$/.exec(listen);
   const port = Number(m?.[3]);
-  if (!m || port > 65535) throw flagError('--listen', listen, 'expected HOST:PORT');
+  if (!m || port > 65535) throw flagError(flag, listen, 'expected HOST:PORT');
   return { host: m[1] ?? (m[2] || '::'), port };
 }
 
@@ -46,6 +49,24 @@ export function identityCommand(): Command {
       'serve the mesh certificate issuer: sidecars trade a service-account token (checked with TokenReview) and a CSR for a short-lived SPIFFE certificate',
     )
     .addOption(env(new Option('--listen <host:port>', 'HTTPS listen address').default(':8443'), 'LISTEN'))
+    .addOption(
+      env(
+        new Option(
+          '--admin-listen <host:port>',
+          'plain HTTP: /metrics, /healthz, and /debug answered on loopback only; "off" for none',
+        ).default(':7402'),
+        'ADMIN_LISTEN',
+      ),
+    )
+    .addOption(
+      env(
+        new Option(
+          '--trust-bundle-namespaces <selector>',
+          `label selector of the namespaces that get the trust-bundle ConfigMap ${TRUST_BUNDLE_CONFIGMAP}; "" for none`,
+        ).default(`${INJECTION_LABEL}=enabled`),
+        'TRUST_BUNDLE_NAMESPACES',
+      ),
+    )
     .addOption(
       env(
         new Option('--ca-cert <file>', 'signing CA certificate, then its intermediates (PEM)'),
@@ -119,6 +140,17 @@ export function identityCommand(): Command {
     )
     .action(async (flags: IdentityFlags) => {
       const { host, port } = parseListen(flags.listen);
+      const admin =
+        flags.adminListen === 'off' ? undefined : parseListen(flags.adminListen, '--admin-listen');
+      const bundleNamespaces = flags.trustBundleNamespaces.trim();
+      // Label-selector characters only (keys, values, = != , in/notin lists, !key): a typo fails here,
+      // not as an API error on every distribution round.
+      if (!/^[A-Za-z0-9_./=!,() -]*$/.test(bundleNamespaces))
+        throw flagError(
+          '--trust-bundle-namespaces',
+          flags.trustBundleNamespaces,
+          'expected a label selector such as outrigger.dev/injection=enabled, or "" for none',
+        );
       const ttlMs = parseTtl('--cert-ttl', flags.certTtl);
       const delay = Number(flags.shutdownDelaySeconds);
       if (!Number.isInteger(delay) || delay < 0 || delay > 300)
@@ -152,6 +184,8 @@ export function identityCommand(): Command {
           requireBoundPod: !flags.allowUnboundTokens,
           ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}),
           tokenDir: flags.tokenDir,
+          ...(admin ? { admin } : {}),
+          ...(bundleNamespaces ? { bundleNamespaces } : {}),
         },
         { log },
       );

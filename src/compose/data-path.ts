@@ -202,6 +202,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       },
       isPodAddress: () => true,
       callerIdentity: deps.mesh.callerIdentity,
+      peer: deps.mesh.peer,
     }).onRequest,
     ownPorts,
     limits,

@@ -66,8 +66,9 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
   const { balancers, upstream, forwarder } = createUpstream(config, { metrics, log, clock, random });
   // Gateway hops are counted under their own direction label; tracing sees them as SERVER spans.
   const gatewayMetrics = {
-    request: (_d: string, service: string, status: number, error: string, s: number) =>
-      metrics.request('gateway', service, status, error, s),
+    // No mesh identity at the edge: the caller label stays empty.
+    request: (_d: string, service: string, _c: string, status: number, error: string, s: number) =>
+      metrics.request('gateway', service, '', status, error, s),
     retry: (_d: string, service: string, reason: string) => metrics.retry('gateway', service, reason),
     grpcCall: (_d: string, service: string, grpcStatus: number) =>
       metrics.grpcCall('gateway', service, grpcStatus),

@@ -26,6 +26,12 @@ export const ANNOTATION_PREFIX = 'outrigger.dev/';
 export const INJECTION_LABEL = 'outrigger.dev/injection';
 export const INJECTED_ANNOTATION = 'outrigger.dev/injected';
 export const INJECT_ANNOTATION = 'outrigger.dev/inject';
+/**
+ * The ConfigMap with the mesh trust roots in each meshed namespace: `outrigger identity` keeps it
+ * there, the injector mounts it into meshed pods.
+ */
+export const TRUST_BUNDLE_CONFIGMAP = 'outrigger-trust-bundle';
+export const TRUST_BUNDLE_KEY = 'ca.crt';
 
 const opt = <T>(o: OptionSpec<T>): OptionSpec<T> => o;
 const a = (name: string): string => ANNOTATION_PREFIX + name;

@@ -168,6 +168,10 @@ class FileSource implements FileResolver {
     return this.peek(key);
   }
 
+  resolveNow(key: ServiceKey): Resolution | undefined {
+    return this.#loaded ? this.peek(key) : undefined;
+  }
+
   peek(key: ServiceKey): Resolution {
     const k = this.#known.get(keyString(key));
     if (k) return found(k);

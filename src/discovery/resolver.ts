@@ -1,5 +1,4 @@
 import { LRUCache } from 'lru-cache';
-import type { BackoffPolicy } from '../shared/backoff.ts';
 import type { Clock, Random } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
 import { ExistenceChecks } from './existence.ts';
@@ -8,10 +7,10 @@ import type { KubeApi } from './kube/api.ts';
 import type { TransportStats } from './kube/transport.ts';
 import { mergeService } from './merge.ts';
 import { NamespaceSlices } from './namespace-slices.ts';
-import { Recovery } from './recovery.ts';
-import { Reflector, type ReflectorOptions, type ReflectorSink } from './reflector.ts';
+import type { Reflector } from './reflector.ts';
+import { reflectorsOf, type NewReflector, type ReflectorTuning } from './reflectors.ts';
 import { ServiceSet } from './sinks.ts';
-import { readSnapshot, SnapshotWriter, type SnapshotData } from './snapshot.ts';
+import { readSnapshot, snapshotWriterOf, type SnapshotData, type SnapshotWriter } from './snapshot.ts';
 import type { DiscoveryStatus, Resolution, Resolver, ServiceInfo, ServiceKey } from './types.ts';
 import { keyString } from './types.ts';
 
@@ -44,10 +43,7 @@ export interface KubeResolverOptions {
   waitMs?: number;
   /** 'namespace' scope: how long "no such Service" in an unwatched namespace is believed. */
   absentMs?: number;
-  reflector?: Pick<
-    ReflectorOptions,
-    'backoff' | 'watchTimeoutS' | 'listTimeoutMs' | 'inactivityMs' | 'recoverySpreadMs' | 'relistSpreadMs'
-  > & { backoff?: BackoffPolicy };
+  reflector?: ReflectorTuning;
   transportStats?: () => TransportStats;
   tokenExpiresAt?: () => number | undefined;
 }
@@ -93,7 +89,7 @@ export async function createKubeResolver(opts: KubeResolverOptions): Promise<Kub
 class ApiResolver implements KubeResolver {
   readonly #o: KubeResolverOptions;
   readonly #log: Logger;
-  readonly #recovery = new Recovery();
+  readonly #reflector: NewReflector;
   readonly #known = new Map<string, Known>();
   readonly #absent = new Set<string>();
   readonly #cold: LRUCache<string, Known>;
@@ -111,6 +107,7 @@ class ApiResolver implements KubeResolver {
   constructor(o: KubeResolverOptions, snapshot: SnapshotData | undefined) {
     this.#o = o;
     this.#log = o.logger.child({ component: 'discovery' });
+    this.#reflector = reflectorsOf({ ...o, logger: this.#log });
     this.#cold = new LRUCache<string, Known>({
       maxSize: o.coldBytes ?? 8 * 1024 * 1024,
       sizeCalculation: (k) => estimateBytes(k.info),
@@ -126,15 +123,7 @@ class ApiResolver implements KubeResolver {
       ...(o.absentMs !== undefined ? { absentMs: o.absentMs } : {}),
       ...(o.reflector?.listTimeoutMs !== undefined ? { timeoutMs: o.reflector.listTimeoutMs } : {}),
     });
-    if (o.snapshotPath) {
-      this.#writer = new SnapshotWriter({
-        path: o.snapshotPath,
-        clock: o.clock,
-        logger: this.#log,
-        collect: () => this.#collect(),
-        ...(o.snapshotDebounceMs !== undefined ? { debounceMs: o.snapshotDebounceMs } : {}),
-      });
-    }
+    this.#writer = snapshotWriterOf(o, this.#log, () => this.#collect());
     if (snapshot) this.#load(snapshot);
   }
 
@@ -285,21 +274,6 @@ class ApiResolver implements KubeResolver {
     this.#log.debug('subscription closed; data moved to the cold tier', { service: sub.key, reason });
   }
 
-  #reflector(name: string, path: string, selectors: Record<string, string>, sink: ReflectorSink): Reflector {
-    return new Reflector({
-      name,
-      api: this.#o.api,
-      path,
-      selectors,
-      sink,
-      clock: this.#o.clock,
-      random: this.#o.random,
-      logger: this.#log,
-      recovery: this.#recovery,
-      ...this.#o.reflector,
-    });
-  }
-
   /** Recomputes one subscribed Service from complete data only; otherwise just updates freshness. */
   #recompute(key: string): void {
     const sub = this.#subs.peek(key);
@@ -376,6 +350,13 @@ class ApiResolver implements KubeResolver {
     if (again.kind !== 'unknown') return again;
     await this.#waitFor(k, waitMs);
     return this.peek(key);
+  }
+
+  resolveNow(key: ServiceKey): Resolution | undefined {
+    const now = this.peek(key);
+    if (now.kind !== 'found') return undefined;
+    this.#subscribe(keyString(key), key);
+    return now;
   }
 
   /** Not awaited by the lookup: a late "it exists" still subscribes, for the next lookup. */

@@ -244,6 +244,22 @@ export async function writeAtomically(path: string, data: Buffer): Promise<void>
   await dir?.close();
 }
 
+/** The snapshot writer of a component configured with a snapshot path; none without one. */
+export function snapshotWriterOf(
+  o: { snapshotPath?: string; snapshotDebounceMs?: number; clock: Clock },
+  logger: Logger,
+  collect: () => SnapshotData,
+): SnapshotWriter | undefined {
+  if (!o.snapshotPath) return undefined;
+  return new SnapshotWriter({
+    path: o.snapshotPath,
+    clock: o.clock,
+    logger,
+    collect,
+    ...(o.snapshotDebounceMs !== undefined ? { debounceMs: o.snapshotDebounceMs } : {}),
+  });
+}
+
 /**
  * Writes the snapshot at most once per debounceMs after changes (a rollout that changes many
  * slices costs one write, not hundreds). A failed write is logged once per failure streak.

@@ -106,6 +106,11 @@ export interface DiscoveryCounters {
  */
 export interface Resolver {
   resolve(key: ServiceKey, opts?: { waitMs?: number }): Promise<Resolution>;
+  /**
+   * resolve() without the wait, for the request path: the same answer and side effects when the
+   * Service is already known, undefined when resolve() would have to wait for discovery.
+   */
+  resolveNow(key: ServiceKey): Resolution | undefined;
   peek(key: ServiceKey): Resolution;
   /** ClusterIP -> Service, for transparent capture (needs the full Service index). */
   byClusterIP(ip: string): ServiceKey | undefined;

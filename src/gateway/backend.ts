@@ -55,9 +55,8 @@ export async function planBackend(policy: BackendPolicy, backend: ServiceBackend
   const endpoints = inZone(res.service.endpoints.get(sp.name) ?? [], policy.zone);
   if (endpoints.length === 0) return fail(`service ${service} has no ready endpoints`, stale);
 
-  const balancer = policy.balancers.for(service);
   const { byId, ids } = indexed(endpoints);
-  balancer.retain(ids);
+  const balancer = policy.balancers.routed(service, ids);
   return {
     kind: 'plan',
     stale,

@@ -1,11 +1,12 @@
 import type { KubeApi } from '../discovery/kube/api.ts';
-import { Recovery } from '../discovery/recovery.ts';
-import { Reflector, type ReflectorOptions } from '../discovery/reflector.ts';
+import type { Reflector } from '../discovery/reflector.ts';
+import { reflectorsOf, type NewReflector, type ReflectorTuning } from '../discovery/reflectors.ts';
 import {
   readSnapshot,
-  SnapshotWriter,
+  snapshotWriterOf,
   type GatewaySnapshot,
   type SnapshotData,
+  type SnapshotWriter,
 } from '../discovery/snapshot.ts';
 import type { Clock, Random } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
@@ -46,10 +47,7 @@ export interface GatewayStoreOptions {
   defaultCertificate?: string;
   snapshotPath?: string;
   snapshotDebounceMs?: number;
-  reflector?: Pick<
-    ReflectorOptions,
-    'backoff' | 'watchTimeoutS' | 'listTimeoutMs' | 'inactivityMs' | 'recoverySpreadMs'
-  >;
+  reflector?: ReflectorTuning;
   /** Called with every new table (after the swap). */
   onTable?: (table: RouteTable, secrets: ReadonlyMap<string, TlsSecret>) => void;
 }
@@ -87,7 +85,7 @@ export async function createGatewayStore(o: GatewayStoreOptions): Promise<Gatewa
 export class GatewayStore {
   readonly #o: GatewayStoreOptions;
   readonly #log: Logger;
-  readonly #recovery = new Recovery();
+  readonly #reflector: NewReflector;
   readonly #ingresses: Watched<Ingress>;
   readonly #classes: Watched<IngressClass>;
   readonly #secrets = new Map<string, Watched<TlsSecret>>();
@@ -102,6 +100,7 @@ export class GatewayStore {
   constructor(o: GatewayStoreOptions, snapshot: GatewaySnapshot | undefined) {
     this.#o = o;
     this.#log = o.logger.child({ component: 'gateway-discovery' });
+    this.#reflector = reflectorsOf({ ...o, logger: this.#log });
     const now = (): number => o.clock.now();
     const changed = (): void => this.#changed();
     this.#ingresses = this.#watch(
@@ -116,15 +115,7 @@ export class GatewayStore {
       {},
       new ObjectSet((raw) => keyed(slimIngressClass(raw)), changed, now),
     );
-    if (o.snapshotPath) {
-      this.#writer = new SnapshotWriter({
-        path: o.snapshotPath,
-        clock: o.clock,
-        logger: this.#log,
-        collect: () => this.#collect(),
-        ...(o.snapshotDebounceMs !== undefined ? { debounceMs: o.snapshotDebounceMs } : {}),
-      });
-    }
+    this.#writer = snapshotWriterOf(o, this.#log, () => this.#collect());
     if (snapshot && snapshot.ingresses.length + snapshot.ingressClasses.length > 0) this.#load(snapshot);
   }
 
@@ -238,19 +229,7 @@ export class GatewayStore {
   }
 
   #watch<T>(name: string, path: string, selectors: Record<string, string>, set: ObjectSet<T>): Watched<T> {
-    const reflector = new Reflector({
-      name,
-      api: this.#o.api,
-      path,
-      selectors,
-      sink: set,
-      clock: this.#o.clock,
-      random: this.#o.random,
-      logger: this.#log,
-      recovery: this.#recovery,
-      ...this.#o.reflector,
-    });
-    return { set, reflector };
+    return { set, reflector: this.#reflector(name, path, selectors, set) };
   }
 
   #secretWatch(key: string, start: boolean): Watched<TlsSecret> {

@@ -1,4 +1,4 @@
-import type { Config } from '../config/options.ts';
+import { TRUST_BUNDLE_CONFIGMAP, TRUST_BUNDLE_KEY, type Config } from '../config/options.ts';
 import type { Container, EnvVar } from './types.ts';
 
 /** Names of everything the injector adds; also how a second injection recognises the first. */
@@ -13,8 +13,6 @@ export const VOLUMES = {
   identity: 'outrigger-identity',
   trust: 'outrigger-trust',
 } as const;
-/** The ConfigMap with the mesh trust roots, in the pod's namespace (scripts/gen-mesh-ca writes it). */
-export const TRUST_BUNDLE_CONFIGMAP = 'outrigger-trust-bundle';
 export const IDENTITY_AUDIENCE = 'outrigger-identity';
 
 const meshOn = (config: Config): boolean => config.mtls !== 'off';
@@ -245,7 +243,7 @@ function meshVolumes(config: Config): { name: string; [k: string]: unknown }[] {
     { name: VOLUMES.identity, emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } },
     {
       name: VOLUMES.trust,
-      configMap: { name: TRUST_BUNDLE_CONFIGMAP, items: [{ key: 'ca.crt', path: bundleFile }] },
+      configMap: { name: TRUST_BUNDLE_CONFIGMAP, items: [{ key: TRUST_BUNDLE_KEY, path: bundleFile }] },
     },
   ];
 }

@@ -20,6 +20,11 @@ const PEM_CERT = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g
 
 export const splitPemCertificates = (text: string): string[] => text.match(PEM_CERT) ?? [];
 
+/** When the first certificate of a PEM bundle expires (ms since the epoch; Infinity for none). */
+export function earliestExpiry(pem: string): number {
+  return Math.min(...splitPemCertificates(pem).map((c) => Date.parse(new X509Certificate(c).validTo)));
+}
+
 const bad = (msg: string): OutriggerError => new OutriggerError('config_invalid', msg);
 
 export async function loadCa(

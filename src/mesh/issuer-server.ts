@@ -8,7 +8,7 @@ import { listenOn } from '../shared/listen.ts';
 import type { Logger } from '../shared/log.ts';
 import type { IssuingCa } from './ca.ts';
 import { CERTIFY_PATH } from './issuer-client.ts';
-import type { Issuer } from './issuer.ts';
+import { IssuerRefusal, refusalReason, type Issuer, type IssuerObserver } from './issuer.ts';
 import { generateP256, privateKeyPem, signLeaf } from './x509.ts';
 
 const MAX_BODY_BYTES = 64 * 1024;
@@ -24,6 +24,7 @@ export interface IssuerServerOptions {
   servingNames: readonly string[];
   clock: Clock;
   log: Logger;
+  observer?: IssuerObserver;
 }
 
 export interface IssuerServer {
@@ -53,10 +54,15 @@ export async function startIssuerServer(opts: IssuerServerOptions): Promise<Issu
   };
   const server = https.createServer({ ...(await serving()), minVersion: 'TLSv1.3' }, (req, res) => {
     handle(req, res, opts.issuer)
-      .then((issued) => issued && count('issued'))
+      .then((issued) => {
+        if (!issued) return;
+        count('issued');
+        opts.observer?.issued();
+      })
       .catch((e: unknown) => {
         const code = isOutriggerError(e) && e.code in statusOf ? (e.code as ProxyErrorCode) : undefined;
         count(code ?? 'internal');
+        opts.observer?.refused(refusalReason(e));
         if (!code) opts.log.error('certificate request failed', { error: errorMessage(e) });
         else opts.log.info('certificate refused', { code, reason: errorMessage(e) });
         sendJson(res, code ? statusOf[code] : 500, {
@@ -105,7 +111,12 @@ async function handle(req: IncomingMessage, res: ServerResponse, issuer: Issuer)
   if (url.pathname !== CERTIFY_PATH || req.method !== 'POST') throw invalid(`use POST ${CERTIFY_PATH}`);
   const m = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '');
   const body = await readJson(req);
-  if (!m?.[1]) throw new OutriggerError('identity_token_rejected', 'missing authorization: Bearer <token>');
+  if (!m?.[1])
+    throw new IssuerRefusal(
+      'identity_token_rejected',
+      'token_missing',
+      'missing authorization: Bearer <token>',
+    );
   const csr = (body as { csr?: unknown } | null)?.csr;
   if (typeof csr !== 'string') throw invalid('body must be JSON {"csr": "<PEM certificate request>"}');
   const c = await issuer.certify(m[1], csr);

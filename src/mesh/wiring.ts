@@ -1,9 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { AllowRule } from '../config/parse.ts';
+import type { PeerIdentity } from '../proxy/observer.ts';
 import type { ServerLimits } from '../proxy/server.ts';
 import type { Clock } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
+import { callerPeers } from './caller-peer.ts';
 import { MeshDialer } from './mesh-dialer.ts';
 import { clientCertHeader, meshDestination, MeshListener } from './mesh-listener.ts';
 import type { MeshTls } from './mesh-tls.ts';
@@ -13,6 +15,8 @@ export interface MeshWiring {
   dial: MeshDialer['dial'];
   destination: (socket: Socket) => { address: string; port: number } | undefined;
   callerIdentity: (socket: Socket) => string | undefined;
+  /** The caller for spans and metric labels (see caller-peer.ts). */
+  peer: (socket: Socket) => PeerIdentity | undefined;
   listener(
     onRequest: (req: IncomingMessage, res: ServerResponse) => void,
     ownPorts: ReadonlySet<number>,
@@ -51,6 +55,7 @@ export function meshWiring(o: {
     dial: dialer.dial,
     destination: meshDestination(o.appHost),
     callerIdentity: clientCertHeader(o.tls),
+    peer: callerPeers(o.tls.trustDomain),
     listener: (onRequest, ownPorts, limits) =>
       (listener = new MeshListener({
         host: o.host ?? '::',

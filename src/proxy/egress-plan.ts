@@ -1,9 +1,9 @@
 import { isIP } from 'node:net';
 import type { Balancers, ServiceBalancer } from '../balance/balancer.ts';
 import type { AffinityTable } from '../routing/affinity.ts';
-import type { Destination as RouteDestination, Router } from '../routing/router.ts';
+import type { Destination as RouteDestination, Route, Router } from '../routing/router.ts';
 import type { Destination } from './capture-port.ts';
-import { isOwnDestination } from './loop.ts';
+import { isOwnDestination, isOwnDestinationNow } from './loop.ts';
 import type { ForwardPlan, Upstream } from './forward.ts';
 import type { ProxyErrorCode } from './status.ts';
 
@@ -51,21 +51,64 @@ export async function decide(
   original: Destination | undefined,
   client: string,
 ): Promise<Decision> {
+  const now = decideNow(policy, dest, original, client);
+  if (now) return now;
+  // The slow path: a name on one of our own ports to look up, or discovery to wait for.
   const port = dest.port ?? dest.defaultPort;
   if (await isOwnDestination(dest.host, port, policy.ownPorts)) return loop(dest.host, port);
   const route = await policy.router.route(dest);
+  const looked = new Map([[`${dest.host}:${port}`, false]]);
+  if (route.kind === 'passthrough')
+    looked.set(
+      `${route.host}:${route.port}`,
+      await isOwnDestination(route.host, route.port, policy.ownPorts),
+    );
+  // Every answer decideWith() can ask for is now known.
+  return decideWith(policy, dest, original, client, route, looked)!;
+}
+
+/**
+ * decide() for the request path, without a promise: undefined when the decision needs a DNS
+ * lookup or has to wait for discovery.
+ */
+export function decideNow(
+  policy: EgressPolicy,
+  dest: RouteDestination,
+  original: Destination | undefined,
+  client: string,
+): Decision | undefined {
+  const port = dest.port ?? dest.defaultPort;
+  const own = isOwnDestinationNow(dest.host, port, policy.ownPorts);
+  if (own !== false) return own ? loop(dest.host, port) : undefined;
+  const route = policy.router.routeNow(dest);
+  return route && decideWith(policy, dest, original, client, route, NOTHING_LOOKED_UP);
+}
+
+const NOTHING_LOOKED_UP: ReadonlyMap<string, boolean> = new Map();
+
+/** The decision once the route is known; undefined when an own-port name was not looked up. */
+function decideWith(
+  policy: EgressPolicy,
+  dest: RouteDestination,
+  original: Destination | undefined,
+  client: string,
+  route: Route,
+  looked: ReadonlyMap<string, boolean>,
+): Decision | undefined {
+  const own = (host: string, port: number): boolean | undefined =>
+    isOwnDestinationNow(host, port, policy.ownPorts) ?? looked.get(`${host}:${port}`);
   if (route.kind === 'passthrough') {
     if (policy.egressPolicy === 'cluster-only')
       return {
         kind: 'error',
         code: 'egress_denied',
-        detail: `${dest.host}:${port} is not a cluster Service (${route.reason}) and the egress policy is cluster-only`,
+        detail: `${dest.host}:${dest.port ?? dest.defaultPort} is not a cluster Service (${route.reason}) and the egress policy is cluster-only`,
       };
     const target =
       original && route.reason !== 'external_name' ? original : { address: route.host, port: route.port };
-    if (await isOwnDestination(target.address, target.port, policy.ownPorts))
-      return loop(target.address, target.port);
-    return single(policy, target, route.serviceKey);
+    const isOwn = own(target.address, target.port);
+    if (isOwn === undefined) return undefined;
+    return isOwn ? loop(target.address, target.port) : single(policy, target, route.serviceKey);
   }
   const { serviceKey, endpoints, service, port: servicePort } = route;
   if (endpoints.length === 0)
@@ -79,20 +122,21 @@ export async function decide(
       service: serviceKey,
       stale: route.stale,
     };
-  const balancer = policy.balancers.for(serviceKey);
-  // Each request or stream routed here is one the budget's retry ratio is taken from.
-  balancer.budget.deposit();
   const { byId, ids } = indexed(endpoints);
-  balancer.retain(ids);
+  const balancer = policy.balancers.routed(serviceKey, ids);
   // Last-known-good rule 4: stale endpoints that all keep failing give way to the cluster's own path.
   if (route.stale && original && balancer.allEjected(ids))
-    return (await isOwnDestination(original.address, original.port, policy.ownPorts))
+    return own(original.address, original.port)
       ? loop(original.address, original.port)
       : single(policy, original, serviceKey, route.stale);
   const affinity = service.sessionAffinity === 'ClientIP';
+  // Without session affinity a plan holds nothing of the request: one serves every request
+  // until the endpoints, the balancer or the staleness change.
+  if (!affinity)
+    return sharedPlan(policy, endpoints, balancer, serviceKey, route.stale, servicePort.appProtocol);
   const timeout = service.affinityTimeoutSeconds;
   const next = (tried: ReadonlySet<string>): Upstream | undefined => {
-    if (affinity && tried.size === 0) {
+    if (tried.size === 0) {
       const bound = policy.affinity.lookup(
         serviceKey,
         client,
@@ -103,18 +147,68 @@ export async function decide(
     }
     const id = balancer.pick(ids, tried);
     if (id === undefined) return undefined;
-    if (affinity) policy.affinity.bind(serviceKey, client, id);
+    policy.affinity.bind(serviceKey, client, id);
     return byId.get(id);
   };
+  return balancedPlan(policy, balancer, serviceKey, ids, route.stale, servicePort.appProtocol, next);
+}
+
+function balancedPlan(
+  policy: EgressPolicy,
+  balancer: ServiceBalancer,
+  service: string,
+  ids: readonly string[],
+  stale: boolean,
+  appProtocol: string | undefined,
+  next: ForwardPlan['next'],
+): Decision {
   return {
     kind: 'plan',
-    service: serviceKey,
-    stale: route.stale,
+    service,
+    stale,
     passthrough: false,
-    ...(servicePort.appProtocol ? { appProtocol: servicePort.appProtocol } : {}),
+    ...(appProtocol ? { appProtocol } : {}),
     next,
-    ...balancedAttempts(balancer, serviceKey, ids, policy),
+    ...balancedAttempts(balancer, service, ids, policy),
   };
+}
+
+type EndpointList = readonly { address: string; port: number }[];
+
+interface SharedPlan {
+  policy: EgressPolicy;
+  balancer: ServiceBalancer;
+  stale: boolean;
+  appProtocol: string | undefined;
+  plan: Decision;
+}
+
+const sharedPlans = new WeakMap<EndpointList, SharedPlan>();
+
+function sharedPlan(
+  policy: EgressPolicy,
+  endpoints: EndpointList,
+  balancer: ServiceBalancer,
+  service: string,
+  stale: boolean,
+  appProtocol: string | undefined,
+): Decision {
+  const have = sharedPlans.get(endpoints);
+  if (
+    have?.policy === policy &&
+    have.balancer === balancer &&
+    have.stale === stale &&
+    have.appProtocol === appProtocol
+  )
+    return have.plan;
+  const { byId, ids } = indexed(endpoints);
+  const next = (tried: ReadonlySet<string>): Upstream | undefined => {
+    const id = balancer.pick(ids, tried);
+    return id === undefined ? undefined : byId.get(id);
+  };
+  const plan = balancedPlan(policy, balancer, service, ids, stale, appProtocol, next);
+  sharedPlans.set(endpoints, { policy, balancer, stale, appProtocol, plan });
+  return plan;
 }
 
 /** What every balanced plan shares: balancer feedback, the attempt limits and the retry budget. */

@@ -7,7 +7,7 @@ import { ThrottledLog } from '../shared/log-throttle.ts';
 import { splitHostPort } from '../routing/authority.ts';
 import type { Destination as RouteDestination } from '../routing/router.ts';
 import type { Destination, OriginalDestination } from './capture-port.ts';
-import { decide, type Decision, type EgressPolicy } from './egress-plan.ts';
+import { decide, decideNow, type Decision, type EgressPolicy } from './egress-plan.ts';
 import type { Forwarder } from './forward.ts';
 import { toOriginForm, upstreamRequestHeaders } from './headers.ts';
 import { hopToken, markHop, seenBefore } from './loop.ts';
@@ -105,7 +105,8 @@ export class EgressHandler {
   }
 
   async #handle(req: IncomingMessage, res: ServerResponse, hop: Hop): Promise<void> {
-    const decision = await this.#route(req, hop);
+    const routed = this.#route(req, hop);
+    const decision = routed instanceof Promise ? await routed : routed;
     if (decision.kind === 'error') {
       const status = sendError(res, decision.code, decision.detail);
       hop.end({ status, errorCode: decision.code, errorMessage: decision.detail });
@@ -189,18 +190,22 @@ export class EgressHandler {
     return headers as IncomingMessage['headers'];
   }
 
-  /** Destination of an HTTP request, then the decision; a malformed target is a bad_request decision. */
-  async #route(req: IncomingMessage, hop: Hop): Promise<Decision> {
+  /**
+   * Destination of an HTTP request, then the decision; a malformed target is a bad_request
+   * decision. Synchronous when discovery already knows the Service: no promise per request.
+   */
+  #route(req: IncomingMessage, hop: Hop): Decision | Promise<Decision> {
     if (seenBefore(req.headers, this.#token))
       return { kind: 'error', code: 'loop_detected', detail: 'this request already passed this sidecar' };
     const target = this.#target(req);
     if ('error' in target) return { kind: 'error', code: target.code ?? 'bad_request', detail: target.error };
-    const decision = await decide(
-      this.#o.policy,
-      target.dest,
-      target.original,
-      req.socket.remoteAddress ?? '',
-    );
+    const client = req.socket.remoteAddress ?? '';
+    const now = decideNow(this.#o.policy, target.dest, target.original, client);
+    if (now) return this.#noted(hop, now);
+    return decide(this.#o.policy, target.dest, target.original, client).then((d) => this.#noted(hop, d));
+  }
+
+  #noted(hop: Hop, decision: Decision): Decision {
     this.#annotate(hop, decision);
     if (decision.kind === 'error') this.#logRefusal(decision);
     return decision;

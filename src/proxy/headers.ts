@@ -24,22 +24,34 @@ const HOP_BY_HOP: ReadonlySet<string> = new Set([
  */
 const NEVER_NAMED: ReadonlySet<string> = new Set(['content-length', 'host']);
 
-function connectionTokens(headers: IncomingHttpHeaders): string[] {
+const NO_TOKENS: readonly string[] = [];
+/** What nearly every client sends: options that name no other header. */
+const PLAIN_CONNECTION: ReadonlySet<string> = new Set(['keep-alive', 'Keep-Alive', 'close', 'Close']);
+
+function connectionTokens(headers: IncomingHttpHeaders): readonly string[] {
   const raw = headers.connection;
-  if (!raw) return [];
+  if (!raw || PLAIN_CONNECTION.has(raw)) return NO_TOKENS;
   return String(raw)
     .split(',')
     .map((t) => t.trim().toLowerCase())
     .filter((t) => t !== '' && !NEVER_NAMED.has(t));
 }
 
-export function stripHopByHop(headers: IncomingHttpHeaders, keepUpgrade = false): OutgoingHttpHeaders {
+const NOTHING: ReadonlySet<string> = new Set();
+
+/** `drop`: more headers to leave out (built without them: deleting a property later is slower). */
+export function stripHopByHop(
+  headers: IncomingHttpHeaders,
+  keepUpgrade = false,
+  drop: ReadonlySet<string> = NOTHING,
+): OutgoingHttpHeaders {
   // Per request on the hot path: the static set, plus the Connection tokens only when there are any.
   const named = connectionTokens(headers);
   const out: OutgoingHttpHeaders = {};
   for (const k in headers) {
     const v = headers[k];
-    if (v !== undefined && !HOP_BY_HOP.has(k) && (named.length === 0 || !named.includes(k))) out[k] = v;
+    if (v !== undefined && !HOP_BY_HOP.has(k) && !drop.has(k) && (named.length === 0 || !named.includes(k)))
+      out[k] = v;
   }
   if (keepUpgrade && headers.upgrade) {
     out.connection = 'upgrade';
@@ -53,8 +65,9 @@ export function upstreamRequestHeaders(
   headers: IncomingHttpHeaders,
   peer: string | undefined,
   upgrade = false,
+  drop?: ReadonlySet<string>,
 ): OutgoingHttpHeaders {
-  const out = stripHopByHop(headers, upgrade);
+  const out = stripHopByHop(headers, upgrade, drop);
   if (peer) {
     const client = peer.startsWith('::ffff:') ? peer.slice(7) : peer;
     const prior = headers['x-forwarded-for'];
@@ -69,6 +82,9 @@ export const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DE
 /** How the client framed its request body (RFC 9112 section 6.3). */
 export type BodyFraming = { kind: 'none' } | { kind: 'chunked' } | { kind: 'length'; length: number };
 
+const CHUNKED: BodyFraming = { kind: 'chunked' };
+const NO_BODY: BodyFraming = { kind: 'none' };
+
 /**
  * The framing the client actually used, from the raw header lines: req.headers is replaced by the
  * sanitized upstream headers (without Transfer-Encoding) before forwarding, so it cannot tell.
@@ -78,14 +94,16 @@ export function requestFraming(req: IncomingMessage): BodyFraming {
   let length: number | undefined;
   const raw = req.rawHeaders;
   for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i]?.toLowerCase();
-    if (name === 'transfer-encoding') return { kind: 'chunked' };
-    if (name === 'content-length') length = Number(raw[i + 1]);
+    const name = raw[i] ?? '';
+    // Only the two names that matter are lowercased: no string per header on the request path.
+    if (name.length === 17 && name.toLowerCase() === 'transfer-encoding') return CHUNKED;
+    if (name.length === 14 && name.toLowerCase() === 'content-length') length = Number(raw[i + 1]);
   }
-  return length ? { kind: 'length', length } : { kind: 'none' };
+  return length ? { kind: 'length', length } : NO_BODY;
 }
 
 const ABSOLUTE_FORM = /^[a-z][a-z0-9+.-]*:\/\//i;
+const ORIGIN_FORM: { absolute?: URL } = Object.freeze({});
 
 /**
  * The request target must be origin-form (`/path`), `*`, or absolute-form (RFC 9112 section 3.2);
@@ -96,7 +114,7 @@ const ABSOLUTE_FORM = /^[a-z][a-z0-9+.-]*:\/\//i;
 export function toOriginForm(req: IncomingMessage): { absolute?: URL } | { error: string } {
   const url = req.url ?? '';
   if (!ABSOLUTE_FORM.test(url))
-    return url.startsWith('/') || url === '*' ? {} : { error: 'malformed request target' };
+    return url.startsWith('/') || url === '*' ? ORIGIN_FORM : { error: 'malformed request target' };
   let u: URL;
   try {
     u = new URL(url);

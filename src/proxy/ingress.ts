@@ -8,7 +8,7 @@ import type { Destination, OriginalDestination } from './capture-port.ts';
 import type { ForwardPlan, Forwarder, Upstream } from './forward.ts';
 import { toOriginForm, upstreamRequestHeaders } from './headers.ts';
 import { HOP_HEADER, ipLiteral, isSelfAddress } from './loop.ts';
-import { endOnce, startRequestHop, type Hop, type HopObserver } from './observer.ts';
+import { endOnce, startRequestHop, type Hop, type HopObserver, type PeerIdentity } from './observer.ts';
 import { sendError, statusOf, writeSocketError, type ProxyErrorCode } from './status.ts';
 import { openUpstream, splice } from './tunnel.ts';
 
@@ -36,15 +36,21 @@ export interface IngressOptions {
    * first, on every ingress: only the sidecar may vouch for a caller.
    */
   callerIdentity?: (socket: Socket) => string | undefined;
+  /** The same caller for spans and metric labels, resolved once per connection. */
+  peer?: (socket: Socket) => PeerIdentity | undefined;
   /** Why a plaintext caller is refused (mTLS strict, or an allow-from it cannot satisfy); 403. */
   refuse?: (socket: Socket) => string | undefined;
 }
 
 export const CLIENT_CERT_HEADER = 'x-forwarded-client-cert';
 
+type AppPlan = ForwardPlan | { error: string; code: ProxyErrorCode };
+
 export class IngressHandler {
   readonly #o: IngressOptions;
   readonly #problems: ThrottledLog;
+  /** Plans by app address and port; only this pod's own addresses get here. */
+  readonly #plans = new Map<string, Map<number, AppPlan>>();
 
   constructor(o: IngressOptions) {
     this.#o = o;
@@ -147,13 +153,12 @@ export class IngressHandler {
   }
 
   #vouch(req: IncomingMessage): void {
-    delete req.headers[CLIENT_CERT_HEADER];
     const id = this.#o.callerIdentity?.(req.socket);
     if (id) req.headers[CLIENT_CERT_HEADER] = id;
   }
 
   #startHop(req: IncomingMessage, protocol: 'http' | 'tcp'): Hop {
-    return startRequestHop(this.#o.observer, 'ingress', req, protocol);
+    return startRequestHop(this.#o.observer, 'ingress', req, protocol, this.#o.peer?.(req.socket));
   }
 
   /**
@@ -185,16 +190,26 @@ export class IngressHandler {
   plan(socket: Socket): ForwardPlan | { error: string; code: ProxyErrorCode } {
     const app = this.#appAddress(socket);
     if ('error' in app) return app;
+    // One plan per app address: a pod has few, and the plan holds no per-request state.
+    let byPort = this.#plans.get(app.address);
+    if (!byPort) this.#plans.set(app.address, (byPort = new Map<number, AppPlan>()));
+    let plan = byPort.get(app.port);
+    if (!plan) byPort.set(app.port, (plan = this.#appPlan(app)));
+    return plan;
+  }
+
+  #appPlan(app: Destination): AppPlan {
     if (this.#o.ownPorts.has(app.port) && isSelfAddress(ipLiteral(app.address) ?? app.address))
       return {
         error: `refusing to deliver to the sidecar's own listener ${app.port}`,
         code: 'loop_detected',
       };
     const up: Upstream = { id: `${app.address}:${app.port}`, host: app.address, port: app.port };
+    const done = (): void => {};
     return {
       next: (tried) => (tried.has(up.id) ? undefined : up),
       canTry: (tried) => !tried.has(up.id),
-      start: () => () => {},
+      start: () => done,
       retryStatuses: new Set(),
       maxAttempts: 1,
     };
@@ -211,7 +226,16 @@ export class IngressHandler {
  * that copies incoming headers onto its own calls must not look like a loop.
  */
 function appHeaders(req: IncomingMessage, upgrade: boolean): IncomingMessage['headers'] {
-  const headers = upstreamRequestHeaders(req.headers, req.socket.remoteAddress, upgrade);
-  delete headers[HOP_HEADER];
-  return headers as IncomingMessage['headers'];
+  return upstreamRequestHeaders(
+    req.headers,
+    req.socket.remoteAddress,
+    upgrade,
+    APP_DROPS,
+  ) as IncomingMessage['headers'];
 }
+
+/**
+ * Never passed to the app: the loop marker, and the caller identity header, which only this
+ * sidecar may set (#vouch).
+ */
+const APP_DROPS: ReadonlySet<string> = new Set([HOP_HEADER, CLIENT_CERT_HEADER]);

@@ -67,13 +67,23 @@ export async function isOwnDestination(
   port: number,
   ownPorts: ReadonlySet<number>,
 ): Promise<boolean> {
-  if (!ownPorts.has(port)) return false;
-  const literal = ipLiteral(host);
-  if (literal) return isSelfAddress(literal);
+  const now = isOwnDestinationNow(host, port, ownPorts);
+  if (now !== undefined) return now;
   try {
     const all = await lookup(host, { all: true });
     return all.some((a) => isSelfAddress(a.address));
   } catch {
     return false;
   }
+}
+
+/** isOwnDestination() without a lookup: undefined when the answer needs one (a name on our port). */
+export function isOwnDestinationNow(
+  host: string,
+  port: number,
+  ownPorts: ReadonlySet<number>,
+): boolean | undefined {
+  if (!ownPorts.has(port)) return false;
+  const literal = ipLiteral(host);
+  return literal === undefined ? undefined : isSelfAddress(literal);
 }

@@ -23,6 +23,17 @@ export interface HopStart {
   protocol: 'http' | 'tcp';
   /** A gRPC call (HTTP/2, application/grpc): its service and method from the path. */
   rpc?: { service: string; method: string };
+  /** The caller's verified mesh identity (ingress over mutual TLS); absent for plaintext. */
+  peer?: PeerIdentity | undefined;
+}
+
+/**
+ * A meshed caller, resolved once per connection: its SPIFFE id (span attribute) and its bounded
+ * metric label (`namespace/serviceaccount`, or `other` past the cap).
+ */
+export interface PeerIdentity {
+  id: string;
+  label: string;
 }
 
 export interface HopEnd {
@@ -95,36 +106,60 @@ class CombinedHop implements Hop {
     this.#hops = hops;
   }
 
+  // Loops with their own try, not a shared helper taking a closure: these run several times per
+  // request, and a closure per call is garbage per call.
   setService(service: string): void {
-    for (const h of this.#hops) guard(() => h.setService(service));
+    for (const h of this.#hops)
+      try {
+        h.setService(service);
+      } catch {
+        // an observer's failure costs its own record, never the request
+      }
   }
 
   setEndpoint(address: string, port: number): void {
-    for (const h of this.#hops) guard(() => h.setEndpoint(address, port));
+    for (const h of this.#hops)
+      try {
+        h.setEndpoint(address, port);
+      } catch {
+        // as above
+      }
   }
 
   addRetry(reason: string): void {
-    for (const h of this.#hops) guard(() => h.addRetry(reason));
+    for (const h of this.#hops)
+      try {
+        h.addRetry(reason);
+      } catch {
+        // as above
+      }
   }
 
   setStale(stale: boolean): void {
-    for (const h of this.#hops) guard(() => h.setStale(stale));
+    for (const h of this.#hops)
+      try {
+        h.setStale(stale);
+      } catch {
+        // as above
+      }
   }
 
   inject(headers: OutgoingHttpHeaders): void {
-    for (const h of this.#hops) guard(() => h.inject(headers));
+    for (const h of this.#hops)
+      try {
+        h.inject(headers);
+      } catch {
+        // as above
+      }
   }
 
   end(result: HopEnd): void {
-    for (const h of this.#hops) guard(() => h.end(result));
-  }
-}
-
-function guard(f: () => void): void {
-  try {
-    f();
-  } catch {
-    // an observer's failure costs its own record, never the request
+    for (const h of this.#hops)
+      try {
+        h.end(result);
+      } catch {
+        // as above
+      }
   }
 }
 
@@ -174,6 +209,7 @@ export function startRequestHop(
   direction: Direction,
   req: IncomingMessage,
   protocol: 'http' | 'tcp',
+  peer?: PeerIdentity,
 ): Hop {
   return endOnce(
     observer.startHop({
@@ -184,6 +220,7 @@ export function startRequestHop(
       headers: req.headers,
       peerAddress: req.socket.remoteAddress,
       protocol,
+      peer,
     }),
   );
 }

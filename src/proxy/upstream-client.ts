@@ -194,22 +194,31 @@ class ResponseWriter implements Dispatcher.DispatchHandler {
   readonly #finished = (): void => {
     if (this.#mode !== 'forward') return;
     this.#mode = 'finished';
-    this.#res.off('drain', this.#onDrain);
+    if (this.#onDrain) this.#res.off('drain', this.#onDrain);
     this.#stalled?.cancel();
     this.#spec.finished();
   };
 
-  readonly #onDrain = (): void => {
-    this.#stalled?.cancel();
-    this.#stalled = undefined;
-    this.#controller?.resume();
-  };
+  /**
+   * The client reads again after backpressure. Made on the first backpressure only: most responses
+   * never meet any, and a listener per response would be garbage per response.
+   */
+  #onDrain: (() => void) | undefined;
 
-  readonly #onStalled = (): void => {
-    this.#controller?.abort(new Error(`client read nothing for ${this.#o.idleTimeoutMs} ms`));
-    this.#res.destroy();
-    this.#finished();
-  };
+  #waitForDrain(controller: Dispatcher.DispatchController): void {
+    controller.pause();
+    this.#onDrain ??= (): void => {
+      this.#stalled?.cancel();
+      this.#stalled = undefined;
+      this.#controller?.resume();
+    };
+    if (!this.#stalled) this.#res.once('drain', this.#onDrain);
+    this.#stalled ??= this.#o.clock.setTimer(this.#o.idleTimeoutMs, () => {
+      this.#controller?.abort(new Error(`client read nothing for ${this.#o.idleTimeoutMs} ms`));
+      this.#res.destroy();
+      this.#finished();
+    });
+  }
 
   #done(r: AttemptResult): void {
     if (this.#settled) return;
@@ -253,15 +262,11 @@ class ResponseWriter implements Dispatcher.DispatchHandler {
       return;
     }
     this.#mode = 'forward';
-    res.on('drain', this.#onDrain);
     this.#done({ kind: 'response', status });
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.#mode === 'forward' && !this.#res.write(chunk)) {
-      controller.pause();
-      this.#stalled ??= this.#o.clock.setTimer(this.#o.idleTimeoutMs, this.#onStalled);
-    }
+    if (this.#mode === 'forward' && !this.#res.write(chunk)) this.#waitForDrain(controller);
   }
 
   onResponseEnd(_controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void {

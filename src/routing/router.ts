@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
-import type { Endpoint, Resolver, ServiceInfo, ServicePort } from '../discovery/types.ts';
+import type { Endpoint, Resolution, Resolver, ServiceInfo, ServicePort } from '../discovery/types.ts';
 import { keyString } from '../discovery/types.ts';
-import { parseServiceName } from './authority.ts';
+import { parseServiceName, type ServiceName } from './authority.ts';
 
 /**
  * Turns a destination (a name from the authority, or the original destination's IP) into either a
@@ -55,44 +55,60 @@ export interface Destination {
 export class Router {
   readonly #o: RouterOptions;
 
+  /** Service names by host, parsed once: the request path sees the same few hosts again and again. */
+  readonly #names = new Map<string, ServiceName | null>();
+  /** The endpoint list each (list, filter) gives, kept so that a list's index is built once. */
+  readonly #narrowed = new WeakMap<Endpoint[], Map<string, Endpoint[]>>();
+
   constructor(o: RouterOptions) {
     this.#o = o;
   }
 
   async route(dest: Destination): Promise<Route> {
-    const port = dest.port ?? dest.defaultPort;
-    const pass = (reason: Extract<Route, { kind: 'passthrough' }>['reason'], serviceKey?: string): Route => ({
-      kind: 'passthrough',
-      host: dest.host,
-      port,
-      reason,
-      ...(serviceKey ? { serviceKey } : {}),
-    });
-    let name: ReturnType<typeof parseServiceName>;
-    if (isIP(dest.host) !== 0) {
-      const key = this.#o.resolver.byClusterIP(dest.host);
-      if (!key) return pass('not_a_service');
-      name = { key };
-    } else {
-      name = parseServiceName(dest.host, this.#o.namespace, this.#o.clusterDomain);
-      if (!name) return pass('not_a_service');
-    }
+    const name = this.#name(dest.host);
+    if (!name) return pass(dest, 'not_a_service');
     const res = await this.#o.resolver.resolve(name.key, { waitMs: this.#o.waitMs });
-    if (res.kind === 'absent') return pass('not_a_service');
-    if (res.kind === 'unknown') return pass('no_discovery_data');
+    return this.#routeTo(dest, name, res);
+  }
+
+  /**
+   * route() when discovery can answer at once (the Service is known, or the host is no Service
+   * name); undefined when route() would wait for discovery.
+   */
+  routeNow(dest: Destination): Route | undefined {
+    const name = this.#name(dest.host);
+    if (!name) return pass(dest, 'not_a_service');
+    const res = this.#o.resolver.resolveNow(name.key);
+    return res && this.#routeTo(dest, name, res);
+  }
+
+  #name(host: string): ServiceName | undefined {
+    if (isIP(host) !== 0) {
+      const key = this.#o.resolver.byClusterIP(host);
+      return key && { key };
+    }
+    let name = this.#names.get(host);
+    if (name === undefined) {
+      name = parseServiceName(host, this.#o.namespace, this.#o.clusterDomain) ?? null;
+      // Hosts are chosen by clients: the memo is bounded, and starting over is cheap.
+      if (this.#names.size >= 4_096) this.#names.clear();
+      this.#names.set(host, name);
+    }
+    return name ?? undefined;
+  }
+
+  #routeTo(dest: Destination, name: ServiceName, res: Resolution): Route {
+    if (res.kind === 'absent') return pass(dest, 'not_a_service');
+    if (res.kind === 'unknown') return pass(dest, 'no_discovery_data');
+    const port = dest.port ?? dest.defaultPort;
     const service = res.service;
     const serviceKey = keyString(service.key);
     if (service.type === 'ExternalName' && service.externalName)
       return { kind: 'passthrough', host: service.externalName, port, reason: 'external_name', serviceKey };
     const sp = service.ports.find((p) => p.port === port && p.protocol === 'TCP');
-    if (!sp) return pass('unknown_port', serviceKey);
-    let endpoints = service.endpoints.get(sp.name) ?? [];
-    const hostname = name.hostname;
-    if (hostname !== undefined) endpoints = endpoints.filter((e) => e.hostname?.toLowerCase() === hostname);
+    if (!sp) return pass(dest, 'unknown_port', serviceKey);
     const node = service.internalTrafficPolicy === 'Local' ? this.#o.nodeName : undefined;
-    // No failover to other nodes: the Service asked for node-local traffic or none (KEP-2086).
-    if (node !== undefined) endpoints = endpoints.filter((e) => e.nodeName === node);
-    else endpoints = inZone(endpoints, this.#o.zone);
+    const endpoints = this.#endpoints(service.endpoints.get(sp.name) ?? NONE, name.hostname, node);
     return {
       kind: 'service',
       service,
@@ -103,6 +119,39 @@ export class Router {
       ...(node !== undefined ? { localTo: node } : {}),
     };
   }
+
+  /** The endpoints a request may use, the same array for the same list and filter. */
+  #endpoints(all: Endpoint[], hostname: string | undefined, node: string | undefined): Endpoint[] {
+    const zone = node === undefined ? this.#o.zone : undefined;
+    if (hostname === undefined && node === undefined && zone === undefined) return all;
+    const filter = `${hostname ?? ''}\u0000${node ?? ''}\u0000${zone ?? ''}`;
+    let byFilter = this.#narrowed.get(all);
+    if (!byFilter) this.#narrowed.set(all, (byFilter = new Map<string, Endpoint[]>()));
+    let narrowed = byFilter.get(filter);
+    if (!narrowed) {
+      narrowed = hostname === undefined ? all : all.filter((e) => e.hostname?.toLowerCase() === hostname);
+      // No failover to other nodes: the Service asked for node-local traffic or none (KEP-2086).
+      narrowed = node !== undefined ? narrowed.filter((e) => e.nodeName === node) : inZone(narrowed, zone);
+      byFilter.set(filter, narrowed);
+    }
+    return narrowed;
+  }
+}
+
+const NONE: Endpoint[] = [];
+
+function pass(
+  dest: Destination,
+  reason: Extract<Route, { kind: 'passthrough' }>['reason'],
+  serviceKey?: string,
+): Route {
+  return {
+    kind: 'passthrough',
+    host: dest.host,
+    port: dest.port ?? dest.defaultPort,
+    reason,
+    ...(serviceKey ? { serviceKey } : {}),
+  };
 }
 
 /**

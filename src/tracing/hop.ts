@@ -15,6 +15,7 @@ export interface HopStart {
   peerAddress?: string;
   protocol: 'http' | 'tcp';
   rpc?: { service: string; method: string };
+  peer?: { id: string; label: string } | undefined;
 }
 
 export interface HopEnd {

@@ -35,6 +35,8 @@ export const ATTR_SERVICE = 'outrigger.service';
 export const ATTR_DIRECTION = 'outrigger.direction';
 export const ATTR_RETRY_REASON = 'outrigger.retry.reason';
 export const ATTR_RETRY_ATTEMPT = 'outrigger.retry.attempt';
+/** The caller's verified SPIFFE id on a server span (mutual TLS); OpenTelemetry has no such key. */
+export const ATTR_PEER_IDENTITY = 'outrigger.peer.identity';
 /** OpenTelemetry's RPC conventions (still incubating in the semantic-conventions package). */
 export const ATTR_RPC_SYSTEM = 'rpc.system';
 export const ATTR_RPC_SERVICE = 'rpc.service';
@@ -149,6 +151,7 @@ function startAttributes(info: HopStart, method: string, egress: boolean): Attri
   if (target.host) attrs[ATTR_SERVER_ADDRESS] = target.host;
   if (target.port !== undefined) attrs[ATTR_SERVER_PORT] = target.port;
   if (info.peerAddress && !egress) attrs[ATTR_CLIENT_ADDRESS] = info.peerAddress;
+  if (info.peer && !egress) attrs[ATTR_PEER_IDENTITY] = info.peer.id;
   if (info.protocol === 'tcp') {
     attrs[ATTR_NETWORK_TRANSPORT] = 'tcp';
     return attrs;

@@ -1,7 +1,8 @@
 // Mutual TLS between two netns "pods" with real sidecar processes, certificates from the issuer
 // checked with the real TokenReview API (pod-bound TokenRequest tokens), 60 s certificates:
-//   - the server sees the caller's SPIFFE id; a plaintext caller is refused by the strict pod,
-//     whose admin port still answers, including the app's probe rewritten to it;
+//   - the server sees the caller's SPIFFE id (header to the app, metric label); a plaintext caller
+//     is refused by the strict pod, whose admin port still answers, including the app's probe
+//     rewritten to it;
 //   - steady traffic across several certificate rotations: zero failed requests;
 //   - the issuer stopped, the client sidecar restarted: it serves mTLS from its stored identity.
 import assert from 'node:assert/strict';
@@ -102,6 +103,15 @@ endpoints: [{ addresses: ["${SERVER_IP}"], conditions: { ready: true } }]
   assert.equal((await client.get(`http://${SERVER_IP}:7402/readyz`)).status, 200);
   // A kubelet-style probe of the app, rewritten to the admin port, passes under strict.
   assert.equal((await client.get(`http://${SERVER_IP}:7402/app-health/app/readyz`)).status, 200);
+
+  // The server's metrics count the meshed call under its caller, the refused plaintext one as
+  // unauthenticated; the issuer counted the certificates it signed.
+  const metrics = (await client.get(`http://${SERVER_IP}:7402/metrics`)).body;
+  const sample = (labels: string): number =>
+    Number(/ (\d+)$/.exec(metrics.split('\n').find((l) => l.includes(labels)) ?? '')?.[1] ?? 0);
+  assert.equal(sample(`direction="ingress",service="",caller="${ns}/web",status="200"`), 1, metrics);
+  assert.equal(sample(`caller="unauthenticated",status="403",error="mesh_caller_denied"`), 1, metrics);
+  assert.ok((await env.metric('outrigger_issuer_certificates_issued_total')) >= 2);
 
   // 3. Steady traffic across rotations of 60 s certificates (renewed every ~40 s): nothing fails.
   const before = await identity(client);

@@ -21,6 +21,11 @@ export class FakeResolver implements Resolver {
     return Promise.resolve(this.peek(key));
   }
 
+  resolveNow(key: ServiceKey): Resolution | undefined {
+    const r = this.peek(key);
+    return r.kind === 'found' ? r : undefined;
+  }
+
   peek(key: ServiceKey): Resolution {
     const k = keyString(key);
     const hit = this.services.get(k);

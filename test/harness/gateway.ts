@@ -1,29 +1,19 @@
-// Gateway e2e helpers: a network namespace whose pod range (10.244.0.0/24) is local holds the
-// backends and the `outrigger gateway` process; the gateway reaches the API server (or the fault
-// proxy in front of it) through a Unix-socket bridge, authenticated with a TokenRequest token of
-// the ServiceAccount and RBAC that manifests/gateway ships. Nothing gets an address in the host
-// namespace.
-import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+// Gateway e2e helpers: a pod (netns-pod.ts) holds the backends and the `outrigger gateway` process;
+// the gateway reaches the API server (or the fault proxy in front of it) authenticated with a
+// TokenRequest token of the ServiceAccount and RBAC that manifests/gateway ships.
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { parseAllDocuments } from 'yaml';
 import { selfSigned, tlsSecretObject } from './tls-certs.ts';
 import type { TestCluster } from './cluster.ts';
-import type { LoadSummary } from './data-path.ts';
 import type { FaultAction, FaultProxy } from './fault-proxy.ts';
 import { createService, createSlice } from './discovery.ts';
 import type { KubeAdmin } from './kube.ts';
-import { bridgeIntoNetns, createNetns, waitForPort, type Bridge, type Netns } from './netns.ts';
+import { netnsPod, type LoadSummary, type NetnsPod, type OutriggerProcess } from './netns-pod.ts';
 import { writeTokenDir } from './token-dir.ts';
 import { repoRoot } from './tools.ts';
 
-const node = process.execPath;
-const main = path.join(repoRoot, 'src/main.ts');
-const backendScript = path.join(repoRoot, 'test/harness/data-path-backend.ts');
-const loadScript = path.join(repoRoot, 'test/harness/data-path-load.ts');
-const API_PORT_IN_POD = 16443;
 export const GATEWAY_PORTS = { http: 18080, https: 18443, admin: 17402 };
 export const GATEWAY_NAMESPACE = 'outrigger-gateway';
 
@@ -35,16 +25,10 @@ export function gatewayManifest(file: string): Obj[] {
   return parseAllDocuments(text).map((d) => d.toJS() as Obj);
 }
 
-export interface GatewayProcess {
-  process: ChildProcess;
-  output(): string;
-  stop(signal?: NodeJS.Signals): Promise<void>;
-}
+export type GatewayProcess = OutriggerProcess;
 
-export interface GatewayPod {
-  ns: Netns;
+export interface GatewayPod extends Pick<NetnsPod, 'ns' | 'startBackend' | 'close'> {
   snapshotDir: string;
-  startBackend(address: string): Promise<ChildProcess>;
   startGateway(extra?: string[]): Promise<GatewayProcess>;
   /** Steady GETs through the gateway's HTTP port, or another proxy's (absolute-form URLs). */
   load(intervalMs: number, durationMs: number, urls: string[], port?: number): Promise<LoadSummary>;
@@ -53,18 +37,6 @@ export interface GatewayPod {
   admin(pathname: string): Promise<{ status: number; body: string }>;
   /** The subject CN of the certificate the HTTPS listener presents for servername ('' = no SNI). */
   certificateFor(servername: string): Promise<string>;
-  close(): Promise<void>;
-}
-
-function exited(child: ChildProcess): Promise<void> {
-  return child.exitCode !== null || child.signalCode !== null
-    ? Promise.resolve()
-    : new Promise((r) => child.once('exit', () => r()));
-}
-
-async function nodeJson<T>(ns: Netns, script: string): Promise<T> {
-  const r = await ns.exec([node, '-e', script], { timeoutMs: 15_000 });
-  return JSON.parse(r.stdout) as T;
 }
 
 /**
@@ -72,120 +44,43 @@ async function nodeJson<T>(ns: Netns, script: string): Promise<T> {
  * the gateway's ServiceAccount and RBAC must exist already (applied from manifests/gateway).
  */
 export async function gatewayPod(cluster: TestCluster, apiTarget: string): Promise<GatewayPod> {
-  const ns = await createNetns('gateway', { localRanges: ['10.244.0.0/24'] });
-  const url = new URL(apiTarget);
-  let bridge: Bridge | undefined;
-  const dir = mkdtempSync(path.join(tmpdir(), 'outrigger-gateway-'));
-  const snapshotDir = path.join(dir, 'snapshot');
-  const tokenDir = path.join(dir, 'serviceaccount');
-  const children = new Set<ChildProcess>();
+  const pod = await netnsPod('gateway', apiTarget);
+  const snapshotDir = path.join(pod.dir, 'snapshot');
+  const tokenDir = path.join(pod.dir, 'serviceaccount');
   try {
-    bridge = await bridgeIntoNetns(ns, { host: url.hostname, port: Number(url.port) }, API_PORT_IN_POD);
     const token = await cluster.admin.mintToken(GATEWAY_NAMESPACE, 'outrigger-gateway');
     writeTokenDir(tokenDir, { token, caPem: cluster.caPem, namespace: GATEWAY_NAMESPACE });
   } catch (e) {
-    await bridge?.close();
-    await ns.remove();
+    await pod.close();
     throw e;
   }
-  const track = (c: ChildProcess): ChildProcess => {
-    children.add(c);
-    c.once('exit', () => children.delete(c));
-    return c;
-  };
+  const flags = Object.entries({
+    'token-dir': tokenDir,
+    'snapshot-dir': snapshotDir,
+    'listen-host': '127.0.0.1',
+    'http-port': GATEWAY_PORTS.http,
+    'https-port': GATEWAY_PORTS.https,
+    'admin-port': GATEWAY_PORTS.admin,
+    'default-certificate': `${GATEWAY_NAMESPACE}/outrigger-gateway-default-tls`,
+  }).flatMap(([flag, value]) => [`--${flag}`, String(value)]);
   return {
-    ns,
+    ns: pod.ns,
     snapshotDir,
-    async startBackend(address) {
-      const child = track(ns.spawn([node, backendScript, `${address}:8080`]));
-      await new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`backend ${address} did not start`)), 15_000);
-        child.stdout?.on('data', (d: Buffer) => {
-          if (d.toString().includes('listening')) {
-            clearTimeout(timer);
-            resolve();
-          }
-        });
-      });
-      return child;
-    },
-    async startGateway(extra = []) {
-      let out = '';
-      const child = track(
-        ns.spawn(
-          [
-            node,
-            main,
-            'gateway',
-            '--token-dir',
-            tokenDir,
-            '--snapshot-dir',
-            snapshotDir,
-            '--listen-host',
-            '127.0.0.1',
-            '--http-port',
-            String(GATEWAY_PORTS.http),
-            '--https-port',
-            String(GATEWAY_PORTS.https),
-            '--admin-port',
-            String(GATEWAY_PORTS.admin),
-            '--default-certificate',
-            `${GATEWAY_NAMESPACE}/outrigger-gateway-default-tls`,
-            '--trace-sampling',
-            '0',
-            '--drain-seconds',
-            '1',
-            ...extra,
-          ],
-          {
-            env: {
-              ...process.env,
-              KUBERNETES_SERVICE_HOST: '127.0.0.1',
-              KUBERNETES_SERVICE_PORT: String(API_PORT_IN_POD),
-              OUTRIGGER_LOG_LEVEL: 'info',
-            },
-          },
-        ),
-      );
-      child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-      child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
-      await waitForPort(ns, '127.0.0.1', GATEWAY_PORTS.admin, 30_000);
-      return {
-        process: child,
-        output: () => out,
-        stop: async (signal = 'SIGTERM') => {
-          child.kill(signal);
-          await exited(child);
-        },
-      };
-    },
-    async load(intervalMs, durationMs, urls, port = GATEWAY_PORTS.http) {
-      const r = await ns.exec(
-        [node, loadScript, String(port), String(intervalMs), String(durationMs), ...urls],
-        { timeoutMs: durationMs + 60_000 },
-      );
-      return JSON.parse(r.stdout) as LoadSummary;
-    },
+    startBackend: (address) => pod.startBackend(address),
+    startGateway: (extra = []) => pod.startOutrigger('gateway', [...flags, ...extra], GATEWAY_PORTS.admin),
+    load: (intervalMs, durationMs, urls, port = GATEWAY_PORTS.http) =>
+      pod.load(port, intervalMs, durationMs, urls),
     get(target, port = GATEWAY_PORTS.http) {
       const script = `const r=require('http').request({host:'127.0.0.1',port:${port},path:${JSON.stringify(target)}},res=>{let b='';res.on('data',d=>b+=d);res.on('end',()=>process.stdout.write(JSON.stringify({status:res.statusCode,body:b,error:res.headers['x-outrigger-error']??''})))});r.on('error',e=>process.stdout.write(JSON.stringify({status:0,body:'',error:e.message})));r.end()`;
-      return nodeJson(ns, script);
+      return pod.nodeJson(script);
     },
-    admin(pathname) {
-      const script = `fetch('http://127.0.0.1:${GATEWAY_PORTS.admin}${pathname}').then(async r => process.stdout.write(JSON.stringify({status:r.status, body: await r.text()})), () => process.stdout.write(JSON.stringify({status:0, body:''})))`;
-      return nodeJson(ns, script);
-    },
-    async certificateFor(servername) {
+    admin: (pathname) => pod.admin(GATEWAY_PORTS.admin, pathname),
+    certificateFor(servername) {
       const sni = servername ? `servername:${JSON.stringify(servername)},` : '';
       const script = `const s=require('tls').connect({host:'127.0.0.1',port:${GATEWAY_PORTS.https},${sni}rejectUnauthorized:false},()=>{process.stdout.write(JSON.stringify(s.getPeerCertificate().subject?.CN??''));s.destroy()});s.on('error',e=>process.stdout.write(JSON.stringify('error: '+e.message)))`;
-      return nodeJson<string>(ns, script);
+      return pod.nodeJson<string>(script);
     },
-    async close() {
-      for (const c of children) c.kill('SIGKILL');
-      await Promise.all([...children].map(exited));
-      await bridge?.close();
-      await ns.remove();
-      rmSync(dir, { recursive: true, force: true });
-    },
+    close: () => pod.close(),
   };
 }
 

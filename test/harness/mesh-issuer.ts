@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
-import { startIdentity, type RunningIssuer } from '../../src/compose/identity.ts';
+import { startIdentity, type IdentityOptions, type RunningIssuer } from '../../src/compose/identity.ts';
 import type { KubeConnection } from '../../src/discovery/kube/connection.ts';
 import { createLogger } from '../../src/shared/log.ts';
 import { startCluster } from './cluster.ts';
@@ -15,7 +15,7 @@ const log = createLogger({ write: () => {} });
 /** A cluster, a namespace and an issuer running as its own ServiceAccount (with the shipped RBAC, or none). */
 export async function issuerEnv(
   t: TestContext,
-  opts: { rbac: boolean; ttlMs?: number; servingName?: string },
+  opts: { rbac: boolean; ttlMs?: number; servingName?: string; issuer?: Partial<IdentityOptions> },
 ) {
   const servingName = opts.servingName ?? 'outrigger-identity.test';
   const cluster = await startCluster(t);
@@ -48,6 +48,8 @@ export async function issuerEnv(
       servingNames: [servingName],
       requireBoundPod: true,
       tokenDir: '/nonexistent',
+      admin: { host: '127.0.0.1', port: 0 },
+      ...opts.issuer,
     },
     { log, connection },
   );
@@ -61,5 +63,11 @@ export async function issuerEnv(
       csr,
     });
   const url = new URL(`https://127.0.0.1:${running.server.port}`);
-  return { cluster, admin, ns, post, trustBundle, ca, running, url };
+  /** One sample of the issuer's /metrics (0 when absent), the labels given as `k="v"` pairs. */
+  const metric = async (name: string, labels = ''): Promise<number> => {
+    const text = await (await fetch(`http://127.0.0.1:${running.adminPort}/metrics`)).text();
+    const line = text.split('\n').find((l) => l.startsWith(labels ? `${name}{${labels}}` : `${name} `));
+    return line ? Number(line.slice(line.lastIndexOf(' ') + 1)) : 0;
+  };
+  return { cluster, admin, ns, post, trustBundle, ca, running, url, metric, issuerToken };
 }

@@ -22,7 +22,7 @@ const log = createLogger({ write: () => {} });
 test('the issuer signs for pod-bound tokens checked with the real TokenReview API, and nothing else', async (t) => {
   const env = await issuerEnv(t, { rbac: true });
   if (!env) return;
-  const { cluster, admin, ns, post, trustBundle, ca } = env;
+  const { cluster, admin, ns, post, trustBundle, ca, metric } = env;
 
   await admin.createServiceAccount(ns, 'web');
   await createPod(admin, ns, 'web-0', 'web');
@@ -82,17 +82,45 @@ test('the issuer signs for pod-bound tokens checked with the real TokenReview AP
   // A token bound to a pod that has been deleted dies with it (TokenReview, unlike offline JWT checks).
   // The API server caches successful token authentications for a few seconds: poll until it forgets.
   await admin.delete('Pod', 'web-0', ns);
-  let gone = await post(token, csr);
+  // Certificates issued while the API server still remembered the pod (counted in the metrics below).
+  let cached = 0;
+  const retry = async () => {
+    const r = await post(token, csr);
+    if (r.status === 200) cached++;
+    return r;
+  };
+  let gone = await retry();
   await waitFor('the deleted pod to invalidate its token', async () => {
-    gone = await post(token, csr);
+    gone = await retry();
     return gone.status !== 200;
   });
   assert.equal(gone.status, 401);
   assert.equal(gone.code, 'identity_token_rejected');
+
+  // The issuer's /metrics: every outcome above under its reason.
+  const refusals = 'outrigger_issuer_refusals_total';
+  assert.equal(await metric('outrigger_issuer_certificates_issued_total'), 1 + cached);
+  assert.equal(await metric(refusals, 'reason="bad_audience"'), 1);
+  assert.equal(await metric(refusals, 'reason="token_expired"'), 1);
+  assert.equal(await metric(refusals, 'reason="csr_identity_mismatch"'), 1);
+  assert.equal(await metric(refusals, 'reason="token_missing"'), 1);
+  assert.equal(await metric(refusals, 'reason="request_invalid"'), 1);
+  assert.ok((await metric(refusals, 'reason="token_not_authenticated"')) >= 1, 'the deleted pod');
+  assert.ok((await metric('outrigger_issuer_token_review_duration_seconds_count')) >= 5);
+  assert.equal(await metric('outrigger_issuer_token_review_errors_total', 'code="kube_unavailable"'), 0);
+  const caExpiry = await metric('outrigger_issuer_ca_expiry_timestamp_seconds');
+  assert.equal(caExpiry, Date.parse(intermediate.validTo) / 1000);
+  assert.equal(
+    await metric('outrigger_issuer_trust_bundle_expiry_timestamp_seconds'),
+    Date.parse(root.validTo) / 1000,
+  );
 });
 
 test('an issuer without RBAC for tokenreviews answers 503, never a certificate', async (t) => {
-  const env = await issuerEnv(t, { rbac: false });
+  const env = await issuerEnv(t, {
+    rbac: false,
+    issuer: { bundleNamespaces: 'outrigger.dev/injection=enabled' },
+  });
   if (!env) return;
   const { admin, ns, post } = env;
   await admin.createServiceAccount(ns, 'web');
@@ -108,6 +136,14 @@ test('an issuer without RBAC for tokenreviews answers 503, never a certificate',
   assert.equal(res.status, 503);
   assert.equal(res.code, 'identity_review_unavailable');
   assert.match(String(res.body.message), /403/);
+  assert.equal(await env.metric('outrigger_issuer_refusals_total', 'reason="review_unavailable"'), 1);
+  assert.equal(await env.metric('outrigger_issuer_token_review_errors_total', 'code="kube_forbidden"'), 1);
+  // Nor may it distribute the trust bundle: counted, and no crash.
+  await waitFor(
+    'a failed distribution round',
+    async () => (await env.metric('outrigger_issuer_trust_bundle_sync_failures_total')) >= 1,
+  );
+  assert.match(env.running.distributor?.view().lastError ?? '', /403/);
 });
 
 test('manifests/identity and the CA manifests of gen-mesh-ca pass server-side dry-run', async (t) => {

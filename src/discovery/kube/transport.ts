@@ -138,7 +138,8 @@ export function createTransport(conn: KubeConnection, opts: { protocol?: 'h1' | 
   };
 }
 
-function statusMessage(body: string): string {
+/** The message of a Kubernetes Status body, bounded for error texts. */
+export function statusMessage(body: string): string {
   try {
     const s = JSON.parse(body) as { message?: unknown };
     return typeof s.message === 'string' ? s.message.slice(0, 300) : '';

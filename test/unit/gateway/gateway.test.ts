@@ -3,7 +3,6 @@
 // x-outrigger-error, retries past a dead endpoint, HTTPS by SNI, WebSocket, metrics and a SERVER hop.
 import assert from 'node:assert/strict';
 import { createServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
-import { request as httpsRequest } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { SpanKind } from '@opentelemetry/api';
@@ -14,6 +13,7 @@ import { CONTROLLER } from '../../../src/gateway/classes.ts';
 import { loadGatewayConfig } from '../../../src/config/gateway-options.ts';
 import { combineObservers, type HopObserver, type HopStart } from '../../../src/proxy/observer.ts';
 import { createTracing, type Tracing } from '../../../src/tracing/index.ts';
+import { httpsBody } from '../../harness/http-get.ts';
 import { memoryLogger } from '../../harness/memory-logger.ts';
 import { rawIngress } from './ingress-fixtures.ts';
 import { selfSigned, tlsSecretObject } from '../../harness/tls-certs.ts';
@@ -229,25 +229,11 @@ test('a dead endpoint next to a live one costs no failed GET (connect failures r
 });
 
 test('HTTPS by SNI reaches the same routes with x-forwarded-proto https', async () => {
-  const body = await new Promise<string>((resolve, reject) => {
-    const req = httpsRequest(
-      {
-        host: '127.0.0.1',
-        port: gateway.ports().https,
-        servername: 'shop.example.com',
-        path: '/secure',
-        headers: { host: 'shop.example.com' },
-        ca: pem.cert,
-        checkServerIdentity: () => undefined,
-      },
-      (res) => {
-        let b = '';
-        res.on('data', (c: Buffer) => (b += c.toString()));
-        res.on('end', () => resolve(b));
-      },
-    );
-    req.on('error', reject);
-    req.end();
+  const port = gateway.ports().https;
+  assert.ok(port, 'the HTTPS listener is up');
+  const body = await httpsBody(port, '/secure', 'shop.example.com', {
+    ca: pem.cert,
+    checkServerIdentity: () => undefined,
   });
   assert.equal(body, 'web GET /secure https shop.example.com');
 });
@@ -289,7 +275,7 @@ test('each request is one SERVER-side (ingress) hop with its Service; metrics co
   const text = await gateway.metrics.render();
   assert.match(
     text,
-    /outrigger_requests_total\{direction="gateway",service="shop\/api",status="200",error=""\} \d+/,
+    /outrigger_requests_total\{direction="gateway",service="shop\/api",caller="",status="200",error=""\} \d+/,
   );
   assert.match(text, /outrigger_gateway_routes 6/);
 });

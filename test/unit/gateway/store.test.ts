@@ -46,7 +46,7 @@ function seed(api: FakeKubeApi, n = 10): void {
   put(api, SECRETS('shop'), tlsSecretObject('shop', 'unrelated', pem));
 }
 
-async function start(api: FakeKubeApi, clock: FakeClock, snapshotPath?: string) {
+async function start(api: FakeKubeApi, clock: FakeClock, snapshotPath?: string, namespace?: string) {
   const log = memoryLogger();
   const store = await createGatewayStore({
     api,
@@ -55,6 +55,7 @@ async function start(api: FakeKubeApi, clock: FakeClock, snapshotPath?: string) 
     logger: log,
     classPolicy: { controller: CONTROLLER, watchWithoutClass: false },
     ...(snapshotPath ? { snapshotPath, snapshotDebounceMs: 10 } : {}),
+    ...(namespace ? { namespace } : {}),
     reflector: { listTimeoutMs: 5_000 },
   });
   await clock.advance(0);
@@ -216,17 +217,7 @@ test('--watch-namespace reads that namespace only; a Secret that is not kubernet
     }),
   );
   put(api, SECRETS('shop'), { ...tlsSecretObject('shop', 'opaque', pem), type: 'Opaque' });
-  const clock = new FakeClock();
-  const store = await createGatewayStore({
-    api,
-    clock,
-    random: () => 0.5,
-    logger: memoryLogger(),
-    classPolicy: { controller: CONTROLLER, watchWithoutClass: false },
-    namespace: 'shop',
-  });
-  await clock.advance(0);
-  await clock.advance(0);
+  const { store } = await start(api, new FakeClock(), undefined, 'shop');
   assert.ok(api.calls.some((c) => c.path === NS_ING));
   assert.ok(!api.calls.some((c) => c.path === ING));
   assert.equal(store.table().lookup('web.com', '/')?.backend.name, 'web');

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { request } from 'node:https';
 import { connect } from 'node:tls';
 import { after, before, test } from 'node:test';
 import { Certificates } from '../../../src/gateway/certs.ts';
@@ -8,6 +7,7 @@ import { objectKey, slimTlsSecret, type TlsSecret } from '../../../src/gateway/o
 import { RouteTable } from '../../../src/gateway/table.ts';
 import { defaultLimits } from '../../../src/proxy/server.ts';
 import { systemClock } from '../../../src/shared/clock.ts';
+import { httpsBody } from '../../harness/http-get.ts';
 import { memoryLogger } from '../../harness/memory-logger.ts';
 import { ingress } from './ingress-fixtures.ts';
 import { selfSigned, tlsSecretObject } from '../../harness/tls-certs.ts';
@@ -107,25 +107,7 @@ test('a name no Ingress covers, and a client without SNI, get the default certif
 });
 
 test('HTTPS requests reach the handler over the same limited HTTP server', async () => {
-  const body = await new Promise<string>((resolve, reject) => {
-    const req = request(
-      {
-        host: '127.0.0.1',
-        port,
-        servername: 'a.example.com',
-        headers: { host: 'a.example.com' },
-        rejectUnauthorized: false,
-        path: '/',
-      },
-      (res) => {
-        let b = '';
-        res.on('data', (c: Buffer) => (b += c.toString()));
-        res.on('end', () => resolve(b));
-      },
-    );
-    req.on('error', reject);
-    req.end();
-  });
+  const body = await httpsBody(port, '/', 'a.example.com', { rejectUnauthorized: false });
   assert.equal(body, 'hello a.example.com tls');
 });
 

@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
-import { Issuer } from '../../../src/mesh/issuer.ts';
+import { KubeError } from '../../../src/discovery/kube/api.ts';
+import { Issuer, refusalReason } from '../../../src/mesh/issuer.ts';
 import { createCsr, generateP256 } from '../../../src/mesh/x509.ts';
 import { FakeClock } from '../../harness/fake-clock.ts';
 import { isOutriggerError, type ErrorCode } from '../../../src/shared/errors.ts';
@@ -110,4 +111,73 @@ test('an unreachable API server is a retryable refusal, not a crash', async () =
   reviewer.failWith = new Error('connect ECONNREFUSED');
   const csr = await createCsr(await generateP256(), ID);
   await assert.rejects(issuer.certify('t1', csr), refusedWith('identity_review_unavailable'));
+});
+
+test('every refusal carries its reason, and TokenReview calls are observed', async () => {
+  const { reviewer, clock } = await setup();
+  const seen: { reviews: (string | undefined)[] } = { reviews: [] };
+  const issuer = new Issuer({
+    ca: await testCa(clock.now()),
+    reviewer,
+    trustDomain: 'cluster.local',
+    audience: 'outrigger-identity',
+    ttlMs: 3600_000,
+    clock,
+    log,
+    requireBoundPod: true,
+    observer: { issued: () => {}, refused: () => {}, reviewed: (_s, code) => seen.reviews.push(code) },
+  });
+  const keys = await generateP256();
+  const csr = await createCsr(keys, ID);
+  const reasonOf = (token: string, request = csr) =>
+    issuer.certify(token, request).then(
+      () => 'issued',
+      (e: unknown) => refusalReason(e),
+    );
+  reviewer.tokens.set('expired', {
+    authenticated: false,
+    audiences: ['outrigger-identity'],
+    error: '[invalid bearer token, token is expired]',
+  });
+  reviewer.podToken('api-aud', 'shop', 'web', 'https://kubernetes.default.svc');
+  reviewer.tokens.set('no-aud', {
+    authenticated: true,
+    username: 'system:serviceaccount:shop:web',
+    audiences: [],
+  });
+  reviewer.tokens.set('user', { authenticated: true, username: 'alice', audiences: ['outrigger-identity'] });
+  reviewer.tokens.set('unbound', {
+    authenticated: true,
+    username: 'system:serviceaccount:shop:web',
+    audiences: ['outrigger-identity'],
+  });
+  reviewer.podToken('ok', 'shop', 'web');
+  assert.deepEqual(
+    [
+      await reasonOf('ok'),
+      await reasonOf('expired'),
+      await reasonOf('api-aud'),
+      await reasonOf('no-aud'),
+      await reasonOf('unknown'),
+      await reasonOf('user'),
+      await reasonOf('unbound'),
+      await reasonOf('ok', await createCsr(keys, 'spiffe://cluster.local/ns/shop/sa/admin')),
+      await reasonOf('ok', 'not pem'),
+    ],
+    [
+      'issued',
+      'token_expired',
+      'bad_audience',
+      'bad_audience',
+      'token_not_authenticated',
+      'not_service_account',
+      'not_bound_to_pod',
+      'csr_identity_mismatch',
+      'request_invalid',
+    ],
+  );
+  reviewer.failWith = new KubeError('kube_forbidden', 'HTTP 403');
+  assert.equal(await reasonOf('ok'), 'review_unavailable');
+  assert.equal(seen.reviews.length, 9, 'one review per request with a well-formed CSR');
+  assert.deepEqual(seen.reviews.slice(-2), [undefined, 'kube_forbidden']);
 });

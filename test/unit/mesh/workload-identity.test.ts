@@ -20,7 +20,7 @@ const HOUR = 3600_000;
 async function world(t: { after(fn: () => void): void }, ttlMs = 24 * HOUR) {
   const clock = new FakeClock(Date.now());
   const dir = mkdtempSync(join(tmpdir(), 'outrigger-wid-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  t.after(() => rmSync(dir, { recursive: true, force: true, maxRetries: 5 }));
   const tokenFile = join(dir, 'token');
   const reviewer = new FakeReviewer();
   const setToken = (n: number): void =>

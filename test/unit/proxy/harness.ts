@@ -137,12 +137,18 @@ export interface Reply {
 /** One request over a fresh connection (agent: false), so tests do not share sockets. */
 export function send(
   port: number,
-  opts: { method?: string; path?: string; headers?: Record<string, string | string[]>; body?: string } = {},
+  opts: {
+    method?: string;
+    path?: string;
+    headers?: Record<string, string | string[]>;
+    body?: string;
+    host?: string;
+  } = {},
 ): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const req = request(
       {
-        host: '127.0.0.1',
+        host: opts.host ?? '127.0.0.1',
         port,
         method: opts.method ?? 'GET',
         path: opts.path ?? '/',

@@ -262,3 +262,40 @@ test('a client that goes away cancels its upstream request', async () => {
     await b.close();
   }
 });
+
+test('a client that stops reading a response is cut off after the idle timeout, and its upstream request is cancelled', async () => {
+  const chunk = Buffer.alloc(64 * 1024, 'z');
+  let upstreamClosed!: (finished: boolean) => void;
+  const closed = new Promise<boolean>((r) => (upstreamClosed = r));
+  // An endless body, bounded at 4,096 chunks (256 MiB) that a stalled client never lets it reach.
+  const b = await startBackend((_req, res) => {
+    res.on('close', () => upstreamClosed(res.writableFinished));
+    let n = 0;
+    const more = (): void => {
+      while (n++ < 4_096) if (!res.write(chunk)) return void res.once('drain', more);
+      res.end();
+    };
+    more();
+  });
+  const stalling = await startProxy({ idleTimeoutMs: 300 });
+  stalling.resolver.set(service('prod', 'endless', { eps: { http: [ep('127.0.0.1', b.port)] } }));
+  try {
+    const res = await new Promise<IncomingMessage>((resolve, reject) =>
+      request({ port: stalling.egress, headers: { host: 'endless.prod' } }, resolve)
+        .on('error', reject)
+        .end(),
+    );
+    assert.equal(res.statusCode, 200);
+    res.pause(); // and never read again
+    res.on('error', () => {});
+    assert.equal(await closed, false, 'the upstream response was cancelled, not finished');
+    assert.equal(
+      (await send(stalling.egress, { headers: { host: 'endless.prod' }, method: 'HEAD' })).status,
+      200,
+    );
+    res.destroy();
+  } finally {
+    await stalling.close();
+    await b.close();
+  }
+});

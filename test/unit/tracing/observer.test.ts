@@ -107,6 +107,23 @@ test('ingress: SERVER span child of the upstream CLIENT span, across two sidecar
   assert.equal(client.attributes['error.type'], '404');
 });
 
+test("a meshed caller's SPIFFE id is an attribute of the server span only", async () => {
+  const t = setup();
+  const peer = { id: 'spiffe://cluster.local/ns/shop/sa/web', label: 'shop/web' };
+  t.tracing.observer.startHop({ ...egress(), direction: 'ingress', peer }).end({ status: 200 });
+  t.tracing.observer.startHop({ ...egress(), direction: 'ingress' }).end({ status: 200 });
+  t.tracing.observer.startHop({ ...egress(), peer }).end({ status: 200 });
+  const spans = await finished(t);
+  assert.deepEqual(
+    spans.map((s) => [s.kind, s.attributes['outrigger.peer.identity']]),
+    [
+      [SpanKind.SERVER, 'spiffe://cluster.local/ns/shop/sa/web'],
+      [SpanKind.SERVER, undefined],
+      [SpanKind.CLIENT, undefined],
+    ],
+  );
+});
+
 test('retries are events on the one span, with reason, attempt and endpoint', async () => {
   const t = setup();
   const hop = t.tracing.observer.startHop(egress());
