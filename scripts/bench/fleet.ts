@@ -305,6 +305,7 @@ interface PhaseResult {
   apiRps: number;
   peakRps?: number;
   throttled: number;
+  apfRejected: number;
   apiserverCpuPct: number;
   apiserverRssMb: number;
   openWatches: number;
@@ -335,6 +336,7 @@ function phase(
     apiRps: Math.round(sum(byVerb) / seconds),
     ...(peakRps !== undefined ? { peakRps } : {}),
     throttled: b.throttled - (a && a.throttled <= b.throttled ? a.throttled : 0),
+    apfRejected: b.apfRejected - (a && a.apfRejected <= b.apfRejected ? a.apfRejected : 0),
     apiserverCpuPct: Math.round((b.cpuTicks - (a && a.cpuTicks <= b.cpuTicks ? a.cpuTicks : 0)) / seconds),
     apiserverRssMb: Math.round(b.rssBytes / 2 ** 20),
     openWatches: b.openWatches,
@@ -578,6 +580,7 @@ function printTable(r: {
     ['LIST', (p) => p.apiRequestsByVerb.LIST ?? 0],
     ['WATCH', (p) => p.apiRequestsByVerb.WATCH ?? 0],
     ['429s', (p) => p.throttled],
+    ['APF rejected', (p) => p.apfRejected],
     ['open watches', (p) => p.openWatches],
     ['apisrv CPU%', (p) => p.apiserverCpuPct],
     ['apisrv MB', (p) => p.apiserverRssMb],
