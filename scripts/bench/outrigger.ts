@@ -85,9 +85,12 @@ export function sidecarArgs(o: {
   nodeFlags?: string[];
   extra?: string[];
 }): string[] {
-  const semi = o.semiSpace ?? '2'; // as the image and bin/outrigger.js run it (docs/benchmarks.md, "Memory")
+  // as the image and bin/outrigger.js run it (docs/benchmarks.md, "Memory"); `4+optimize-for-size`
+  // adds V8 flags to a row
+  const [semi = '2', ...flags] = (o.semiSpace ?? '2').split('+');
   return [
     ...(semi === 'default' ? [] : [`--max-semi-space-size=${semi}`]),
+    ...flags.map((f) => `--${f}`),
     ...(o.nodeFlags ?? []),
     o.main,
     'proxy',
@@ -193,7 +196,7 @@ export async function outriggerTargets(env: OutriggerEnv): Promise<BenchTarget[]
           : "the same pair in one process, A -> plaintext to B's ingress listener -> backend; tracing off",
     })),
     ...(env.semiSpaces ?? []).map((s) =>
-      oneHop(`outrigger 1 hop semi-space ${s === 'default' ? 'default' : `${s} MiB`}`, s),
+      oneHop(`outrigger 1 hop semi-space ${s.replace(/^(\d+)/, '$1 MiB').replaceAll('+', ' --')}`, s),
     ),
   ];
 }

@@ -2,7 +2,7 @@
 // nginx worker), on loopback only, each phase bounded in time.
 //   node scripts/bench/run.ts [--quick] [--rounds 2] [--only a,b] [--rate 1000] [--closed-s 8]
 //        [--fixed-s 10] [--workloads small,1k,post4k] [--fixed-only] [--closed-only]
-//        [--semi-space 1,2,4,8,16,default] [--baseline REF] [--pin] [--ts] [--json FILE]
+//        [--semi-space 1,2,4,8,16,default,2+optimize-for-size] [--baseline REF] [--pin] [--ts] [--json FILE]
 // Per target: RSS at start; closed-loop throughput and CPU per request for each workload (wrk
 // -t1 -c50, or the Node generator without wrk); then a fixed rate with coordinated-omission
 // correction (p50/p99), CPU per 1,000 rps, RSS under load and (Outrigger) the event-loop delay.

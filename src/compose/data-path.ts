@@ -157,6 +157,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     ...(od ? { originalDestination: od } : {}),
     connectTimeoutMs: config.connectTimeoutMs,
     idleTimeoutMs: config.idleTimeoutMs,
+    ...(deps.mesh ? { tcpDial: deps.mesh.dialTcp } : {}),
     h2Tunnel: {
       accepts: speaksH2c,
       adopt: (socket, head, dest): Promise<void> => {
@@ -190,7 +191,8 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     ...deps.limits,
   };
   // Meshed callers: the app port from the handshake, their identity to the app.
-  const meshListener = deps.mesh?.listener(
+  const meshIngress =
+    deps.mesh &&
     new IngressHandler({
       ...ingressOptions,
       log: log.child({ listener: 'mesh' }),
@@ -203,10 +205,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       isPodAddress: () => true,
       callerIdentity: deps.mesh.callerIdentity,
       peer: deps.mesh.peer,
-    }).onRequest,
-    ownPorts,
-    limits,
-  );
+    });
   const h2 = createH2DataPath({
     policy,
     ingress,
@@ -218,7 +217,25 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     connectTimeoutMs: config.connectTimeoutMs,
     requestTimeoutMs: config.requestTimeoutMs,
     idleTimeoutMs: config.idleTimeoutMs,
+    ...(deps.mesh && meshIngress
+      ? {
+          refuse: deps.mesh.refusePlaintext,
+          mesh: {
+            dial: deps.mesh.dialH2,
+            ingress: meshIngress,
+            callerIdentity: deps.mesh.callerIdentity,
+            peer: deps.mesh.peer,
+          },
+        }
+      : {}),
   });
+  const meshListener =
+    meshIngress &&
+    deps.mesh?.listener(
+      { onRequest: meshIngress.onRequest, onStream: h2.mesh, onTcp: (s) => meshIngress.onTcp(s) },
+      ownPorts,
+      limits,
+    );
   const sidecar = new Sidecar({
     egress: {
       host: deps.hosts?.egress ?? '127.0.0.1',
@@ -270,7 +287,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       connections: () => ({
         ...sidecar.connections(),
         upstream: upstream.stats(),
-        upstreamH2: h2.pool.stats(),
+        upstreamH2: h2.stats(),
       }),
       ...(deps.mesh ? { mesh: () => deps.mesh?.stats() } : {}),
       ...deps.debugExtra,
@@ -309,7 +326,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
       upstream.close();
       if (appUpstream !== upstream) appUpstream.close();
       await meshListener?.close();
-      h2.pool.close();
+      h2.close();
       await admin.close();
     },
   };

@@ -6,10 +6,18 @@ import { parseSpiffeId, type SpiffeId } from './spiffe.ts';
 /**
  * The app port a meshed caller wants travels in SNI as `<port>.app.outrigger.invalid` (RFC 6761
  * reserves .invalid, so the name can never be a real host). SNI rather than ALPN: the server reads
- * it before choosing its certificate, and ALPN stays free for h2 later. The port is not secret (it
- * is in the plaintext ClientHello, as the destination port of a plaintext hop would be).
+ * it before choosing its certificate, and ALPN names what the connection carries (MESH_ALPN). The
+ * port is not secret (it is in the plaintext ClientHello, as the destination port of a plaintext
+ * hop would be).
  */
 export const APP_SNI_SUFFIX = '.app.outrigger.invalid';
+
+/**
+ * What a mesh connection carries, by ALPN: HTTP/1.1, HTTP/2 (h2 and gRPC streams) or an opaque
+ * TCP stream for the app port. A caller that offers no ALPN speaks HTTP/1.1.
+ */
+export const MESH_ALPN = { http1: 'http/1.1', h2: 'h2', tcp: 'outrigger-tcp' } as const;
+export type MeshProtocol = (typeof MESH_ALPN)[keyof typeof MESH_ALPN];
 
 export const sniForPort = (port: number): string => `${port}${APP_SNI_SUFFIX}`;
 
@@ -34,6 +42,15 @@ export function spiffeIdOf(subjectAltName: string | undefined, trustDomain: stri
 export const peerSpiffeId = (socket: TLSSocket, trustDomain: string): SpiffeId | undefined =>
   spiffeIdOf(socket.getPeerX509Certificate()?.subjectAltName, trustDomain);
 
+/**
+ * Whether the peer's certificate is still valid at `now`. A resumed TLS session carries the
+ * certificate of the handshake that created it, and OpenSSL does not check it again.
+ */
+export function peerCertificateCurrent(socket: TLSSocket, now: number): boolean {
+  const cert = socket.getPeerX509Certificate();
+  return cert !== undefined && Date.parse(cert.validTo) > now;
+}
+
 interface Sources {
   identity: { current(): Credentials | undefined; onChange(fn: () => void): void };
   bundle: { pem(): string; onChange(fn: () => void): void };
@@ -49,12 +66,14 @@ export class MeshTls {
   readonly trustDomain: string;
   #context: SecureContext | undefined;
   #built: Credentials | undefined;
+  readonly #changed: (() => void)[] = [];
 
   constructor(sources: Sources, trustDomain: string) {
     this.#s = sources;
     this.trustDomain = trustDomain;
     const reset = (): void => {
       this.#context = undefined;
+      for (const fn of this.#changed) fn();
     };
     sources.identity.onChange(reset);
     sources.bundle.onChange(reset);
@@ -74,6 +93,11 @@ export class MeshTls {
       this.#built = creds;
     }
     return this.#context;
+  }
+
+  /** The certificate or the trust bundle changed: TLS sessions made with the old ones are dropped. */
+  onChange(fn: () => void): void {
+    this.#changed.push(fn);
   }
 
   ownId(): string | undefined {

@@ -1,27 +1,28 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { AllowRule } from '../config/parse.ts';
+import type { Dial } from '../proxy/dial.ts';
 import type { PeerIdentity } from '../proxy/observer.ts';
 import type { ServerLimits } from '../proxy/server.ts';
 import type { Clock } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
 import { callerPeers } from './caller-peer.ts';
 import { MeshDialer } from './mesh-dialer.ts';
-import { clientCertHeader, meshDestination, MeshListener } from './mesh-listener.ts';
-import type { MeshTls } from './mesh-tls.ts';
+import { clientCertHeader, meshDestination, MeshListener, type MeshHandlers } from './mesh-listener.ts';
+import { MESH_ALPN, type MeshTls } from './mesh-tls.ts';
 
 /** What the data path needs from the mesh: a dialer for egress and a listener for meshed callers. */
 export interface MeshWiring {
+  /** HTTP/1.1 connections (the upstream client's keep-alive pools). */
   dial: MeshDialer['dial'];
+  /** The h2 session pool's connections (h2 and gRPC). */
+  dialH2: Dial;
+  /** Opaque TCP streams (transparent capture, CONNECT) to a Service's endpoints. */
+  dialTcp: Dial;
   destination: (socket: Socket) => { address: string; port: number } | undefined;
   callerIdentity: (socket: Socket) => string | undefined;
   /** The caller for spans and metric labels (see caller-peer.ts). */
   peer: (socket: Socket) => PeerIdentity | undefined;
-  listener(
-    onRequest: (req: IncomingMessage, res: ServerResponse) => void,
-    ownPorts: ReadonlySet<number>,
-    limits: ServerLimits,
-  ): MeshListener;
+  listener(handlers: MeshHandlers, ownPorts: ReadonlySet<number>, limits: ServerLimits): MeshListener;
   /** Strict pods serve nobody without a certificate: unready until they hold one. */
   ready(): boolean;
   /** Why the plaintext ingress refuses a caller (strict mode, or allow-from rules); loopback never. */
@@ -53,18 +54,21 @@ export function meshWiring(o: {
   let listener: MeshListener | undefined;
   return {
     dial: dialer.dial,
+    dialH2: dialer.for(MESH_ALPN.h2),
+    dialTcp: dialer.for(MESH_ALPN.tcp),
     destination: meshDestination(o.appHost),
     callerIdentity: clientCertHeader(o.tls),
     peer: callerPeers(o.tls.trustDomain),
-    listener: (onRequest, ownPorts, limits) =>
+    listener: (handlers, ownPorts, limits) =>
       (listener = new MeshListener({
         host: o.host ?? '::',
         port: o.meshPort,
         tls: o.tls,
         allowFrom: o.allowFrom,
-        onRequest,
+        handlers,
         ownPorts,
         limits,
+        clock: o.clock,
         log: o.log.child({ listener: 'mesh' }),
       })),
     ready: () => o.mode !== 'strict' || o.tls.ownId() !== undefined,

@@ -7,6 +7,7 @@ import { ThrottledLog } from '../shared/log-throttle.ts';
 import { splitHostPort } from '../routing/authority.ts';
 import type { Destination as RouteDestination } from '../routing/router.ts';
 import type { Destination, OriginalDestination } from './capture-port.ts';
+import type { Dial } from './dial.ts';
 import { decide, decideNow, type Decision, type EgressPolicy } from './egress-plan.ts';
 import type { Forwarder } from './forward.ts';
 import { toOriginForm, upstreamRequestHeaders } from './headers.ts';
@@ -31,6 +32,8 @@ export interface EgressOptions {
   originalDestination?: OriginalDestination;
   connectTimeoutMs: number;
   idleTimeoutMs: number;
+  /** Opens TCP streams to a Service's endpoints (mutual TLS to meshed ones); passthrough stays plain. */
+  tcpDial?: Dial;
   /**
    * Takes over a CONNECT tunnel to a Service port that speaks h2c (appProtocol), after the 200:
    * its streams are then balanced one by one. Resolves when the tunnel has closed.
@@ -47,6 +50,8 @@ export class EgressHandler {
   readonly #o: EgressOptions;
   readonly #problems: ThrottledLog;
   readonly #token: string;
+  /** Explicit capture: the destination of each Host header seen, parsed once. */
+  readonly #byHost = new Map<string, Target>();
 
   constructor(o: EgressOptions) {
     this.#o = o;
@@ -170,7 +175,8 @@ export class EgressHandler {
       hop.end({ status: 200 });
       return;
     }
-    const open = await openUpstream(decision, hop, this.#o.clock, this.#o.connectTimeoutMs);
+    const dial = decision.passthrough ? undefined : this.#o.tcpDial;
+    const open = await openUpstream(decision, hop, this.#o.clock, this.#o.connectTimeoutMs, dial);
     if (!open.ok) {
       const code = open.timedOut ? 'upstream_timeout' : 'upstream_failed';
       if (http) return this.#socketFail(socket, hop, code, open.detail);
@@ -229,9 +235,18 @@ export class EgressHandler {
       if (!original) return { error: 'connection was not redirected to the sidecar', code: 'misdirected' };
       return { dest: { host: original.address, port: original.port, defaultPort: original.port }, original };
     }
-    const hp = splitHostPort(req.headers.host ?? '');
-    if (!hp) return { error: 'missing or malformed Host header' };
-    return { dest: { host: hp.host, ...(hp.port ? { port: hp.port } : {}), defaultPort: 80 } };
+    const host = req.headers.host ?? '';
+    let target = this.#byHost.get(host);
+    if (!target) {
+      const hp = splitHostPort(host);
+      target = hp
+        ? { dest: { host: hp.host, ...(hp.port ? { port: hp.port } : {}), defaultPort: 80 } }
+        : { error: 'missing or malformed Host header' };
+      // Clients choose the Host: the memo is bounded, and starting over is cheap.
+      if (this.#byHost.size >= 4_096) this.#byHost.clear();
+      this.#byHost.set(host, target);
+    }
+    return target;
   }
 
   #annotate(hop: Hop, d: Decision): void {

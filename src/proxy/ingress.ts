@@ -126,6 +126,7 @@ export class IngressHandler {
         headers: {},
         ...(socket.remoteAddress ? { peerAddress: socket.remoteAddress } : {}),
         protocol: 'tcp',
+        ...(this.#o.peer ? { peer: this.#o.peer(socket) } : {}),
       }),
     );
     socket.on('error', () => socket.destroy());

@@ -1,16 +1,11 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import {
-  createServer as createH2Server,
-  type Http2Server,
-  type Http2Session,
-  type IncomingHttpHeaders,
-  type ServerHttp2Stream,
-} from 'node:http2';
+import type { Http2Session } from 'node:http2';
 import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
 import type { Clock } from '../shared/clock.ts';
 import { listenOn } from '../shared/listen.ts';
 import type { Logger } from '../shared/log.ts';
 import type { EgressHandler } from './egress.ts';
+import { streamServer, type H2StreamHandler, type StreamServer } from './h2/stream-server.ts';
 import type { IngressHandler } from './ingress.ts';
 import { createLimitedServer, type ServerLimits, type StreamHandlers } from './server.ts';
 
@@ -29,11 +24,7 @@ export interface ListenerSpec {
 }
 
 /** The streams of a listener's prior-knowledge HTTP/2 (h2c) connections. */
-export type H2StreamHandler = (
-  stream: ServerHttp2Stream,
-  headers: IncomingHttpHeaders,
-  socket: Socket,
-) => void;
+export type { H2StreamHandler };
 
 export interface SidecarOptions {
   /** extraHosts: the same egress port on further addresses (::1 for ip6tables REDIRECT). */
@@ -55,7 +46,7 @@ export interface SidecarOptions {
 interface Listener {
   http: Server;
   /** Prior-knowledge h2c connections, told apart by their preface. */
-  h2?: Http2Server;
+  h2?: StreamServer;
   sessions: Set<Http2Session>;
   front: NetServer | Server;
   /** Further addresses of the same listener (egress on [::1] under transparent capture). */
@@ -98,8 +89,6 @@ export class Sidecar {
   readonly #egress: Listener;
   readonly #ingress: Listener;
   #draining = false;
-  /** The connection being handed to an HTTP/2 server (its 'session' event is synchronous). */
-  #handing: Socket | undefined;
 
   constructor(o: SidecarOptions) {
     this.#o = o;
@@ -190,7 +179,7 @@ export class Sidecar {
       for (const x of l.extra) x.close();
       l.front.close();
       if (l.front !== l.http) l.http.close();
-      l.h2?.close();
+      l.h2?.server.close();
       for (const s of l.sessions) s.destroy();
       for (const s of l.sockets) s.destroy();
     }
@@ -265,45 +254,23 @@ export class Sidecar {
     const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
     // The HTTP server's timeouts no longer apply; an HTTP/2 client keeps its connection alive itself.
     socket.setTimeout(0);
-    this.#handH2(h2, socket, head);
+    h2.serve(socket, head);
     return closed;
   }
 
-  #handH2(h2: Http2Server, socket: Socket, head: Buffer): void {
-    // The session reads what is buffered on the socket first (the sniffed bytes), then its handle.
-    // The socket must not be resumed here: flowing with no 'data' listener would drop them.
-    this.#handing = socket;
-    try {
-      if (head.length > 0) socket.unshift(head);
-      h2.emit('connection', socket);
-    } finally {
-      this.#handing = undefined;
-    }
-  }
-
-  #h2Server(l: Listener, onStream: H2StreamHandler): Http2Server {
-    const server = createH2Server({
-      // Node's default is unlimited; 1,000 bounds what one client connection can hold open.
-      settings: { maxConcurrentStreams: 1_000, initialWindowSize: 1024 * 1024 },
-      maxSessionMemory: 64,
-    });
-    const sockets = new WeakMap<Http2Session, Socket>();
-    server.on('session', (session: Http2Session) => {
-      // Emitted while the connection is handed over; session.socket is only a guarded proxy of it.
-      if (this.#handing) sockets.set(session, this.#handing);
-      l.sessions.add(session);
-      session.once('close', () => l.sessions.delete(session));
-      session.on('error', () => {});
-      if (this.#draining && l === this.#ingress) session.close();
-    });
-    server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
-      const socket = sockets.get(stream.session as Http2Session);
-      if (!socket) return void stream.close();
-      l.inflight++;
-      stream.once('close', () => l.inflight--);
-      onStream(stream, headers, socket);
-    });
-    return server;
+  #h2Server(l: Listener, onStream: H2StreamHandler): StreamServer {
+    return streamServer(
+      (stream, headers, socket) => {
+        l.inflight++;
+        stream.once('close', () => l.inflight--);
+        onStream(stream, headers, socket);
+      },
+      (session) => {
+        l.sessions.add(session);
+        session.once('close', () => l.sessions.delete(session));
+        if (this.#draining && l === this.#ingress) session.close();
+      },
+    );
   }
 
   #sniff(socket: Socket, l: Listener, onTcp: (s: Socket) => void): void {
@@ -317,7 +284,7 @@ export class Sidecar {
       timer.cancel();
       socket.off('data', onData);
       socket.pause();
-      if (kind === 'h2' && l.h2) return this.#handH2(l.h2, socket, Buffer.concat(chunks));
+      if (kind === 'h2' && l.h2) return l.h2.serve(socket, Buffer.concat(chunks));
       if (chunks.length > 0) socket.unshift(Buffer.concat(chunks));
       if (kind === 'http') {
         http.emit('connection', socket);

@@ -1,11 +1,13 @@
-import { connect, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import type { Clock } from '../shared/clock.ts';
+import { tcpDialer, type Dial } from './dial.ts';
 import type { ForwardPlan, Upstream } from './forward.ts';
 import type { Hop } from './observer.ts';
 
 /**
  * Opaque byte streams: CONNECT tunnels and non-HTTP TCP. Connecting is retried on other endpoints
- * (no byte was sent yet); once connected the two sockets are piped and closed together.
+ * (no byte was sent yet); once connected the two sockets are piped and closed together. dial
+ * (mutual TLS to meshed endpoints) replaces plain TCP when given.
  */
 export type TunnelOpen =
   | { ok: true; upstream: Socket; up: Upstream; done: (failed: boolean) => void }
@@ -16,6 +18,7 @@ export async function openUpstream(
   hop: Hop,
   clock: Clock,
   connectTimeoutMs: number,
+  dial: Dial = tcpDialer(clock, connectTimeoutMs),
 ): Promise<TunnelOpen> {
   const tried = new Set<string>();
   let detail = 'no endpoint to try';
@@ -30,7 +33,7 @@ export async function openUpstream(
     tried.add(up.id);
     hop.setEndpoint(up.host, up.port);
     const done = plan.start(up);
-    const r = await connectOnce(up, clock, connectTimeoutMs);
+    const r = await connectOnce(up, dial);
     if (r.ok) {
       done('success');
       return { ok: true, upstream: r.socket, up, done: () => {} };
@@ -44,25 +47,20 @@ export async function openUpstream(
 
 function connectOnce(
   up: Upstream,
-  clock: Clock,
-  timeoutMs: number,
+  dial: Dial,
 ): Promise<{ ok: true; socket: Socket } | { ok: false; timedOut: boolean; detail: string }> {
-  return new Promise((resolve) => {
-    const socket = connect({ host: up.host, port: up.port, noDelay: true });
-    const timer = clock.setTimer(timeoutMs, () => {
-      socket.destroy();
-      resolve({ ok: false, timedOut: true, detail: `timed out after ${timeoutMs} ms` });
-    });
-    socket.once('connect', () => {
-      timer.cancel();
-      socket.removeAllListeners('error');
-      resolve({ ok: true, socket });
-    });
-    socket.once('error', (e: NodeJS.ErrnoException) => {
-      timer.cancel();
-      resolve({ ok: false, timedOut: false, detail: e.code ?? e.message });
-    });
-  });
+  return new Promise((resolve) =>
+    dial(up.host, up.port, (err, socket) => {
+      if (socket && !err) return resolve({ ok: true, socket });
+      const code = err?.code;
+      const timedOut = code === 'ETIMEDOUT';
+      resolve({
+        ok: false,
+        timedOut,
+        detail: (timedOut ? err?.message : code) ?? err?.message ?? 'no socket',
+      });
+    }),
+  );
 }
 
 /**

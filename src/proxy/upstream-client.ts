@@ -35,6 +35,8 @@ export interface UpstreamClientOptions {
 export interface Endpoint {
   host: string;
   port: number;
+  /** A stable "host:port" name of the endpoint, when the caller has one (no string per request). */
+  id?: string;
 }
 
 export type AttemptResult =
@@ -116,7 +118,7 @@ export class UpstreamClient {
   }
 
   #pool(up: Endpoint): Pool {
-    const key = `${up.host}:${up.port}`;
+    const key = up.id ?? `${up.host}:${up.port}`;
     let pool = this.#pools.get(key);
     if (!pool) {
       const host = up.host.includes(':') ? `[${up.host}]` : up.host;

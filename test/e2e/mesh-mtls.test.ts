@@ -1,32 +1,42 @@
 // Mutual TLS between two netns "pods" with real sidecar processes, certificates from the issuer
 // checked with the real TokenReview API (pod-bound TokenRequest tokens), 60 s certificates:
-//   - the server sees the caller's SPIFFE id (header to the app, metric label); a plaintext caller
-//     is refused by the strict pod, whose admin port still answers, including the app's probe
-//     rewritten to it;
+//   - the server sees the caller's SPIFFE id (header to the app, metric label) over HTTP/1.1,
+//     gRPC and raw TCP; a wire tap between the pods sees nothing but TLS records;
+//   - the strict pod (transparent capture) refuses plaintext HTTP, h2c/gRPC and TCP from another
+//     pod; its admin port still answers, including the app's probe rewritten to it;
 //   - steady traffic across several certificate rotations: zero failed requests;
 //   - the issuer stopped, the client sidecar restarted: it serves mTLS from its stored identity.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { waitFor } from '../harness/discovery.ts';
 import { createPod } from '../harness/mesh.ts';
 import { issuerEnv } from '../harness/mesh-issuer.ts';
-import { meshPod, startEchoApp } from '../harness/mesh-pods.ts';
+import { meshPod, onlyTlsRecords, startEchoApp } from '../harness/mesh-pods.ts';
 import { createNetns, linkNetns, requireNetns, waitForPort } from '../harness/netns.ts';
 import { repoRoot } from '../harness/tools.ts';
+import { APP_UID, app as captureApp, main, node, PROXY_UID, tools } from '../harness/transparent-pods.ts';
 
 const CLIENT_IP = '10.77.0.1';
 const SERVER_IP = '10.77.0.2';
 const ROTATION_LOAD_MS = 75_000;
+const TAP_PORT = 17403;
+const grpcLoad = path.join(repoRoot, 'test/harness/grpc-load.ts');
+const grpcBackend = path.join(repoRoot, 'test/harness/grpc-backend.ts');
+
+/** One line through a CONNECT tunnel of the egress listener (node's net, inside the pod). */
+const connectScript = (target: string, line: string): string =>
+  `const s=require('net').connect(7400,'127.0.0.1',()=>s.write('CONNECT ${target} HTTP/1.1\\r\\nHost: ${target}\\r\\n\\r\\n'));let o='',sent=false;s.setEncoding('latin1');s.on('data',d=>{o+=d;if(!sent&&o.includes('\\r\\n\\r\\n')){sent=true;s.write('${line}\\n')}});s.on('error',()=>{});s.on('close',()=>process.stdout.write(o));setTimeout(()=>s.destroy(),10000)`;
 
 test('two meshed pods: mTLS with the caller identity, strict refuses plaintext, rotation and issuer outage lose nothing', async (t) => {
-  if (!requireNetns(t)) return;
+  if (!requireNetns(t, tools)) return;
   const env = await issuerEnv(t, { rbac: true, ttlMs: 60_000, servingName: '127.0.0.1' });
   if (!env) return;
   const { admin, ns, trustBundle, running: issuer } = env;
   const dir = mkdtempSync(path.join(tmpdir(), 'outrigger-mesh-e2e-'));
+  chmodSync(dir, 0o755); // the strict pod's sidecar runs as the proxy UID
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const issuerAddr = { host: '127.0.0.1', port: issuer.server.port };
 
@@ -43,13 +53,20 @@ test('two meshed pods: mTLS with the caller identity, strict refuses plaintext, 
   const clusterYaml = `apiVersion: v1
 kind: Service
 metadata: { name: api, namespace: prod }
-spec: { ports: [{ name: http, port: 80, protocol: TCP }] }
+spec:
+  ports:
+    - { name: http, port: 80, protocol: TCP }
+    - { name: grpc, port: 9090, protocol: TCP, appProtocol: kubernetes.io/h2c }
+    - { name: tcp, port: 9998, protocol: TCP }
 ---
 apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
 metadata: { name: api-1, namespace: prod, labels: { kubernetes.io/service-name: api } }
 addressType: IPv4
-ports: [{ name: http, port: 8080, protocol: TCP }]
+ports:
+  - { name: http, port: 8080, protocol: TCP }
+  - { name: grpc, port: 9090, protocol: TCP, appProtocol: kubernetes.io/h2c }
+  - { name: tcp, port: 9998, protocol: TCP }
 endpoints: [{ addresses: ["${SERVER_IP}"], conditions: { ready: true } }]
 `;
   const client = await meshPod(
@@ -68,12 +85,45 @@ endpoints: [{ addresses: ["${SERVER_IP}"], conditions: { ready: true } }]
     issuerAddr,
   );
   t.after(() => server.close());
-  // Explicit capture: the sidecar delivers to the app on localhost.
+  // The strict pod runs transparent capture, as injected: every inbound port but the admin and
+  // mesh ports goes to its sidecar. Its apps: HTTP (8080), gRPC (9090), raw TCP (9998).
   startEchoApp(nsB, '0.0.0.0', 8080);
-  await waitForPort(nsB, '127.0.0.1', 8080);
+  nsB.spawn([node, grpcBackend, '0.0.0.0:9090']);
+  nsB.spawn([node, captureApp, 'serve', 'api', '', '9998']);
+  for (const port of [8080, 9090, 9998]) await waitForPort(nsB, '127.0.0.1', port);
+  await nsB.exec([node, main, 'iptables', '--proxy-uid', String(PROXY_UID)]);
   // As the injector writes it under strict: the app's readiness probe, replayed on the admin port.
   const probes = JSON.stringify({ '/app-health/app/readyz': { port: 8080, path: '/' } });
-  await server.startSidecar(['--mtls', 'strict', '--app-port', '8080', '--app-probes', probes]);
+  await server.startSidecar(
+    ['--mtls', 'strict', '--capture', 'transparent', '--app-port', '8080', '--app-probes', probes],
+    { uid: PROXY_UID },
+  );
+  // A wire tap in the client pod: its sidecar's connections to the server's mesh port go through
+  // a relay (as another user, so its own connection is not redirected) that keeps what it relays.
+  const wire = path.join(dir, 'wire');
+  mkdirSync(wire, { mode: 0o777 });
+  chmodSync(wire, 0o777);
+  nsA.spawn(
+    [node, path.join(repoRoot, 'test/harness/wire-tap.ts'), String(TAP_PORT), SERVER_IP, '7403', wire],
+    {
+      uid: APP_UID,
+      gid: APP_UID,
+    },
+  );
+  await waitForPort(nsA, '127.0.0.1', TAP_PORT);
+  await nsA.exec(
+    ['iptables', '-t', 'nat', '-A', 'OUTPUT', '-p', 'tcp', '-d', SERVER_IP, '--dport', '7403'].concat([
+      '-m',
+      'owner',
+      '!',
+      '--uid-owner',
+      String(APP_UID),
+      '-j',
+      'REDIRECT',
+      '--to-ports',
+      String(TAP_PORT),
+    ]),
+  );
   await client.startSidecar(['--mtls', 'permissive', '--namespace', 'prod']);
   const identity = async (pod: typeof client) =>
     JSON.parse((await pod.admin('/debug/identity')).body) as {
@@ -113,7 +163,41 @@ endpoints: [{ addresses: ["${SERVER_IP}"], conditions: { ready: true } }]
   assert.equal(sample(`caller="unauthenticated",status="403",error="mesh_caller_denied"`), 1, metrics);
   assert.ok((await env.metric('outrigger_issuer_certificates_issued_total')) >= 2);
 
-  // 3. Steady traffic across rotations of 60 s certificates (renewed every ~40 s): nothing fails.
+  // 3. gRPC over mTLS (ALPN h2): the server app is told who called; every call succeeds.
+  const caller = `By=${api};URI=${web}`;
+  const grpcRun = async (mode: string, target: string, n: number) =>
+    JSON.parse(
+      (await nsA.exec([node, grpcLoad, mode, '7400', target, String(n), '0', '0'], { timeoutMs: 60_000 }))
+        .stdout,
+    ) as { failed: number; failures: { code: number; details: string }[]; callers: Record<string, number> };
+  const meshedGrpc = await grpcRun('direct', 'api.prod:9090', 20);
+  assert.equal(meshedGrpc.failed, 0, JSON.stringify(meshedGrpc.failures));
+  assert.deepEqual(meshedGrpc.callers, { [caller]: 20 });
+  // Plaintext h2c from a non-meshed client straight to the strict pod: PERMISSION_DENIED.
+  const plainGrpc = await grpcRun('plain', `${SERVER_IP}:9090`, 1);
+  assert.equal(plainGrpc.failures[0]?.code, 7, JSON.stringify(plainGrpc));
+  assert.match(plainGrpc.failures[0]?.details ?? '', /mutual TLS only/);
+
+  // 4. Raw TCP over mTLS (ALPN outrigger-tcp), through a CONNECT tunnel of the client's sidecar;
+  // plaintext TCP from the client pod straight to the strict pod gets no answer.
+  const tunnel = await nsA.exec([node, '-e', connectScript('api.prod:9998', 'hello-over-mtls')]);
+  assert.match(tunnel.stdout, /^HTTP\/1\.1 200 Connection Established\r\n\r\nPONG api hello-over-mtls\n$/);
+  const plainTcp = await nsA.exec([node, captureApp, 'tcp', SERVER_IP, '9998', 'hello-plaintext'], {
+    allowFail: true,
+  });
+  assert.doesNotMatch(plainTcp.stdout, /PONG/);
+  const mesh = JSON.parse((await server.admin('/debug/mesh')).body) as {
+    inbound: { protocols: Record<string, number> };
+  };
+  assert.ok((mesh.inbound.protocols.h2 ?? 0) >= 1, JSON.stringify(mesh));
+  assert.ok((mesh.inbound.protocols['outrigger-tcp'] ?? 0) >= 1, JSON.stringify(mesh));
+  // Between the pods: TLS records and nothing else, on every connection.
+  const taps = readdirSync(wire).map((f) => readFileSync(path.join(wire, f)));
+  assert.ok(taps.length >= 3, `connections tapped: ${taps.length}`);
+  for (const bytes of taps)
+    assert.ok(onlyTlsRecords(bytes), `not TLS: ${bytes.subarray(0, 32).toString('hex')}`);
+
+  // 5. Steady traffic across rotations of 60 s certificates (renewed every ~40 s): nothing fails.
   const before = await identity(client);
   const load = await nsA.exec(
     [
@@ -139,7 +223,7 @@ endpoints: [{ addresses: ["${SERVER_IP}"], conditions: { ready: true } }]
     `${summary.total} requests over ${ROTATION_LOAD_MS / 1000} s, ${summary.failed} failed; client certificates obtained ${before.renewals} -> ${after.renewals}`,
   );
 
-  // 4. The issuer goes away; the client sidecar restarts: it serves mTLS from its stored identity.
+  // 6. The issuer goes away; the client sidecar restarts: it serves mTLS from its stored identity.
   await issuer.close();
   await client.killSidecar();
   await client.startSidecar(['--mtls', 'permissive', '--namespace', 'prod']);

@@ -44,6 +44,8 @@ const streamDone =
     : Promise.resolve();
 
 const byServer: Record<string, number> = {};
+/** x-forwarded-client-cert as the server saw it (echoed in its trailers), by value. */
+const callers: Record<string, number> = {};
 const failures: { at: number; code: number; details: string }[] = [];
 const start = Date.now();
 for (let i = 0; i < Number(nText); i++) {
@@ -54,6 +56,8 @@ for (let i = 0; i < Number(nText); i++) {
   else {
     const key = r.reply?.servedBy ?? '';
     byServer[key] = (byServer[key] ?? 0) + 1;
+    const caller = String(r.trailers?.get('x-forwarded-client-cert')[0] ?? '');
+    if (caller) callers[caller] = (callers[caller] ?? 0) + 1;
   }
   if (Number(intervalText) > 0) await delay(Number(intervalText));
 }
@@ -65,6 +69,7 @@ process.stdout.write(
     failed: failures.length,
     failures: failures.slice(0, 10),
     byServer,
+    callers,
     stream,
   }),
 );

@@ -49,7 +49,7 @@ export interface GrpcBackend {
   close(): Promise<void>;
 }
 
-/** A TestService server (127.0.0.1, a free port by default); replies carry its port, trailers echo metadata. */
+/** A TestService server (127.0.0.1, a free port by default); replies carry its port, trailers echo metadata (x-echo-bin, x-forwarded-client-cert). */
 export async function startGrpcBackend(address = '127.0.0.1:0'): Promise<GrpcBackend> {
   const server = new grpc.Server();
   const state = { port: 0, calls: 0, address };
@@ -57,6 +57,9 @@ export async function startGrpcBackend(address = '127.0.0.1:0'): Promise<GrpcBac
     const t = new grpc.Metadata();
     const bin = md.get('x-echo-bin');
     if (bin[0]) t.set('x-echo-bin', bin[0]);
+    // The caller identity a meshed sidecar vouched for.
+    const caller = md.get('x-forwarded-client-cert');
+    if (caller[0]) t.set('x-forwarded-client-cert', caller[0]);
     t.set('x-port', String(state.port));
     return t;
   };

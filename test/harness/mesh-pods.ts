@@ -2,7 +2,7 @@
 // `outrigger proxy --mtls ...` with a TokenRequest token of audience outrigger-identity bound to a
 // real Pod object, the issuer (in the test process) and nothing else bridged in at 127.0.0.1.
 import type { ChildProcess } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { chownSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileProxyArgs, identityEnv } from './mesh.ts';
 import { bridgeIntoNetns, waitForPort, type Bridge, type Netns } from './netns.ts';
@@ -18,7 +18,8 @@ export interface MeshPod {
   dir: string;
   sidecar: ChildProcess | undefined;
   output(): string;
-  startSidecar(args: string[]): Promise<void>;
+  /** uid: run as this user (transparent capture exempts the proxy's UID); it then owns the pod's files. */
+  startSidecar(args: string[], opts?: { uid?: number }): Promise<void>;
   killSidecar(): Promise<void>;
   /** GET through a URL from inside the pod (node's http), status, headers and body. */
   get(
@@ -59,8 +60,11 @@ export async function meshPod(
     dir,
     sidecar: undefined,
     output: () => out,
-    async startSidecar(args) {
+    async startSidecar(args, opts = {}) {
+      if (opts.uid !== undefined)
+        for (const f of ['', ...readdirSync(dir)]) chownSync(path.join(dir, f), opts.uid, opts.uid);
       const child = ns.spawn([node, main, ...fileProxyArgs(path.join(dir, 'cluster.yaml')), ...args], {
+        ...(opts.uid === undefined ? {} : { uid: opts.uid, gid: opts.uid }),
         env: {
           ...process.env,
           OUTRIGGER_TRACE_SAMPLING: '0',
@@ -102,4 +106,18 @@ export async function meshPod(
     },
   };
   return pod;
+}
+
+/**
+ * Whether captured bytes are nothing but TLS records (RFC 8446 section 5.1: a content type, the
+ * legacy version 3.x, a length); the last record may still be in flight.
+ */
+export function onlyTlsRecords(bytes: Buffer): boolean {
+  let at = 0;
+  while (at + 5 <= bytes.length) {
+    const type = bytes[at] ?? 0;
+    if (type < 0x14 || type > 0x17 || bytes[at + 1] !== 0x03) return false;
+    at += 5 + bytes.readUInt16BE(at + 3);
+  }
+  return bytes.length > 0 && (at >= bytes.length || bytes.length - at < 5);
 }

@@ -6,7 +6,7 @@ import type { Logger } from '../../shared/log.ts';
 import { ThrottledLog } from '../../shared/log-throttle.ts';
 import type { ForwardPlan } from '../forward.ts';
 import { upstreamRequestHeaders } from '../headers.ts';
-import { endOnce, type Direction, type Hop, type HopObserver } from '../observer.ts';
+import { endOnce, type Direction, type Hop, type HopObserver, type PeerIdentity } from '../observer.ts';
 import type { ProxyErrorCode } from '../status.ts';
 import { answerError, type H2Forwarder } from './forward.ts';
 import { GrpcStatus, isGrpc, parseGrpcTimeout } from './grpc.ts';
@@ -40,6 +40,8 @@ export interface H2HandlerOptions {
   log: Logger;
   clock: Clock;
   route(ctx: H2StreamContext): Promise<H2Route>;
+  /** The caller's verified mesh identity on a connection, for spans and metric labels. */
+  peer?: (socket: Socket) => PeerIdentity | undefined;
 }
 
 export class H2Handler {
@@ -131,6 +133,7 @@ export class H2Handler {
         headers,
         ...(socket.remoteAddress ? { peerAddress: socket.remoteAddress } : {}),
         protocol: 'http',
+        ...(this.#o.peer ? { peer: this.#o.peer(socket) } : {}),
         ...(grpc ? { rpc: rpcOf(String(headers[':path'] ?? '')) } : {}),
       }),
     );

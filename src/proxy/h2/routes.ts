@@ -3,7 +3,7 @@ import { splitHostPort } from '../../routing/authority.ts';
 import type { Destination as RouteDestination } from '../../routing/router.ts';
 import type { Destination, OriginalDestination } from '../capture-port.ts';
 import { decide, type EgressPolicy } from '../egress-plan.ts';
-import type { IngressHandler } from '../ingress.ts';
+import { CLIENT_CERT_HEADER, type IngressHandler } from '../ingress.ts';
 import { HOP_HEADER, markHop, seenBefore } from '../loop.ts';
 import type { H2Route, H2StreamContext } from './handler.ts';
 
@@ -65,11 +65,34 @@ export function egressH2Route(o: EgressH2RouteOptions): (ctx: H2StreamContext) =
   };
 }
 
-export function ingressH2Route(ingress: IngressHandler): (ctx: H2StreamContext) => Promise<H2Route> {
+/**
+ * What the ingress applies to a stream besides the app's address: a plaintext caller refused
+ * (mTLS strict or allow-from), and the caller's verified identity (mesh listener), as on HTTP/1.
+ */
+export interface IngressH2Options {
+  refuse?: (socket: Socket) => string | undefined;
+  callerIdentity?: (socket: Socket) => string | undefined;
+}
+
+export function ingressH2Route(
+  ingress: IngressHandler,
+  o: IngressH2Options = {},
+): (ctx: H2StreamContext) => Promise<H2Route> {
   return ({ socket }) => {
+    const refused = o.refuse?.(socket);
+    if (refused) return Promise.resolve({ kind: 'error', code: 'mesh_caller_denied', detail: refused });
     const plan = ingress.plan(socket);
     if ('error' in plan) return Promise.resolve({ kind: 'error', code: plan.code, detail: plan.error });
-    // The loop marker ends at the app, as on HTTP/1.
-    return Promise.resolve({ kind: 'plan', plan, headers: (h) => delete h[HOP_HEADER] });
+    const caller = o.callerIdentity?.(socket);
+    return Promise.resolve({
+      kind: 'plan',
+      plan,
+      headers: (h) => {
+        // The loop marker ends at the app, as on HTTP/1; only the sidecar vouches for a caller.
+        delete h[HOP_HEADER];
+        delete h[CLIENT_CERT_HEADER];
+        if (caller) h[CLIENT_CERT_HEADER] = caller;
+      },
+    });
   };
 }

@@ -5,8 +5,9 @@ import {
   type ClientSessionRequestOptions,
   type OutgoingHttpHeaders,
 } from 'node:http2';
-import { connect as netConnect } from 'node:net';
+import type { Socket } from 'node:net';
 import type { Clock, Timer } from '../../shared/clock.ts';
+import { tcpDialer, type Dial } from '../dial.ts';
 import type { Upstream } from '../forward.ts';
 
 /**
@@ -24,6 +25,11 @@ export interface H2PoolOptions {
   pingTimeoutMs?: number;
   /** A session without a stream for this long is closed. */
   idleMs?: number;
+  /**
+   * Opens the connection a session runs on (mutual TLS to a meshed endpoint); by default plain
+   * TCP (h2c with prior knowledge).
+   */
+  dial?: Dial;
 }
 
 /** Why no stream could be opened; 'connect' and 'refused' mean no byte reached the upstream. */
@@ -50,21 +56,27 @@ const SESSION_GONE: ReadonlySet<string> = new Set([
 ]);
 
 interface Entry {
-  session: ClientHttp2Session;
-  ready: Promise<void>;
+  /** Set once its connection is up (dialling a meshed endpoint takes a TLS handshake first). */
+  session?: ClientHttp2Session;
+  /** The peer's SETTINGS arrived (its stream limit); rejects with H2OpenError. */
+  ready: Promise<ClientHttp2Session>;
   active: number;
   /** GOAWAY received, or closing: finishes its streams, takes no new one. */
   draining: boolean;
   idle?: Timer;
+  /** Why the dial failed before a session existed (a destroyed socket, a timeout). */
+  abort?: (e: H2OpenError) => void;
 }
 
 export class H2SessionPool {
-  readonly #o: Required<H2PoolOptions>;
+  readonly #o: Required<Omit<H2PoolOptions, 'dial'>>;
+  readonly #dial: Dial;
   readonly #byEndpoint = new Map<string, Entry[]>();
   #closed = false;
 
   constructor(o: H2PoolOptions) {
     this.#o = { pingIntervalMs: 30_000, pingTimeoutMs: 10_000, idleMs: 300_000, ...o };
+    this.#dial = o.dial ?? tcpDialer(o.clock, o.connectTimeoutMs);
   }
 
   /**
@@ -78,10 +90,10 @@ export class H2SessionPool {
   ): Promise<ClientHttp2Stream> {
     // Bounded: each turn either returns or retires a session that could not take the stream.
     for (let turn = 0; turn < 8; turn++) {
-      const entry = await this.#acquire(up);
+      const { entry, session } = await this.#acquire(up);
       let stream: ClientHttp2Stream;
       try {
-        stream = entry.session.request(headers, options);
+        stream = session.request(headers, options);
       } catch (e) {
         entry.active--;
         // Headers Node refuses say nothing about the session: fail this request only.
@@ -121,68 +133,107 @@ export class H2SessionPool {
 
   close(): void {
     this.#closed = true;
-    for (const list of this.#byEndpoint.values()) for (const e of list) e.session.destroy();
+    for (const list of this.#byEndpoint.values())
+      for (const e of list) {
+        e.session?.destroy();
+        e.abort?.(new H2OpenError('connect', 'the proxy is shutting down'));
+      }
     this.#byEndpoint.clear();
   }
 
   /** A session with a free slot, reserved (active + 1) for the caller. */
-  async #acquire(up: Upstream): Promise<Entry> {
+  async #acquire(up: Upstream): Promise<{ entry: Entry; session: ClientHttp2Session }> {
     if (this.#closed) throw new H2OpenError('connect', 'the proxy is shutting down');
     const list = this.#byEndpoint.get(up.id) ?? [];
-    for (const e of list) {
-      if (e.draining) continue;
-      await e.ready.catch(() => {});
-      if (!e.draining && !e.session.destroyed && e.active < limitOf(e.session)) {
-        e.active++;
-        e.idle?.cancel();
-        return e;
+    for (const entry of list) {
+      if (entry.draining) continue;
+      const session = await entry.ready.catch(() => undefined);
+      if (session && !entry.draining && !session.destroyed && entry.active < limitOf(session)) {
+        entry.active++;
+        entry.idle?.cancel();
+        return { entry, session };
       }
     }
-    const e = this.#open(up);
-    e.active++;
-    await e.ready;
-    return e;
+    const entry = this.#open(up);
+    entry.active++;
+    try {
+      return { entry, session: await entry.ready };
+    } catch (e) {
+      entry.active--;
+      throw e;
+    }
   }
 
   #open(up: Upstream): Entry {
+    const pending: Omit<Entry, 'ready'> = { active: 0, draining: false };
+    const entry: Entry = Object.assign(pending, { ready: this.#connect(up, pending) });
+    const list = this.#byEndpoint.get(up.id) ?? [];
+    list.push(entry);
+    this.#byEndpoint.set(up.id, list);
+    entry.ready.then(
+      () => this.#ping(entry),
+      () => {
+        entry.draining = true;
+        this.#remove(up.id, entry);
+      },
+    );
+    return entry;
+  }
+
+  /** Dials, then waits for the peer's SETTINGS (its stream limit), within one connect timeout. */
+  #connect(up: Upstream, entry: Omit<Entry, 'ready'>): Promise<ClientHttp2Session> {
+    return new Promise<ClientHttp2Session>((resolve, reject) => {
+      let failed = false;
+      const fail = (e: H2OpenError): void => {
+        if (failed) return;
+        failed = true;
+        timer.cancel();
+        entry.session?.destroy();
+        reject(e);
+      };
+      entry.abort = fail;
+      const timer = this.#o.clock.setTimer(this.#o.connectTimeoutMs, () =>
+        fail(new H2OpenError('connect', `timed out after ${this.#o.connectTimeoutMs} ms`, true)),
+      );
+      this.#dial(up.host, up.port, (err, socket) => {
+        if (failed || this.#closed || err || !socket) {
+          socket?.destroy();
+          const code = err?.code;
+          return fail(new H2OpenError('connect', code ?? err?.message ?? 'closed', code === 'ETIMEDOUT'));
+        }
+        entry.abort = undefined;
+        const session = this.#session(up, entry, socket);
+        // The peer's SETTINGS (its stream limit) arrive first on a healthy connection.
+        session.once('remoteSettings', () => {
+          timer.cancel();
+          try {
+            session.setLocalWindowSize(SESSION_WINDOW);
+          } catch {
+            // The session was destroyed meanwhile; its streams will fail on their own.
+          }
+          resolve(session);
+        });
+        session.once('close', () =>
+          fail(new H2OpenError('connect', 'connection closed before its settings arrived')),
+        );
+        session.once('error', (e: NodeJS.ErrnoException) =>
+          fail(new H2OpenError('connect', e.code ?? e.message)),
+        );
+      });
+    });
+  }
+
+  /** An HTTP/2 session on an open connection, tracked until it closes. */
+  #session(up: Upstream, entry: Omit<Entry, 'ready'>, socket: Socket): ClientHttp2Session {
     const authority = up.host.includes(':')
       ? `http://[${up.host}]:${up.port}`
       : `http://${up.host}:${up.port}`;
     const session = connect(authority, {
       settings: { initialWindowSize: STREAM_WINDOW, enablePush: false },
       maxSessionMemory: 64,
-      // Without TCP_NODELAY small frames wait on Nagle and delayed ACKs (tens of milliseconds).
-      createConnection: () => netConnect({ host: up.host, port: up.port, noDelay: true }),
+      createConnection: () => socket,
     });
-    const entry: Entry = { session, ready: Promise.resolve(), active: 0, draining: false };
-    const list = this.#byEndpoint.get(up.id) ?? [];
-    list.push(entry);
-    this.#byEndpoint.set(up.id, list);
-    entry.ready = new Promise<void>((resolve, reject) => {
-      const timer = this.#o.clock.setTimer(this.#o.connectTimeoutMs, () => {
-        session.destroy();
-        reject(new H2OpenError('connect', `timed out after ${this.#o.connectTimeoutMs} ms`, true));
-      });
-      // The peer's SETTINGS (its stream limit) arrive first on a healthy connection.
-      session.once('remoteSettings', () => {
-        timer.cancel();
-        try {
-          session.setLocalWindowSize(SESSION_WINDOW);
-        } catch {
-          // The session was destroyed meanwhile; its streams will fail on their own.
-        }
-        resolve();
-      });
-      session.once('close', () => {
-        timer.cancel();
-        reject(new H2OpenError('connect', 'connection closed before its settings arrived'));
-      });
-      session.once('error', (e: NodeJS.ErrnoException) => {
-        timer.cancel();
-        reject(new H2OpenError('connect', e.code ?? e.message));
-      });
-    });
-    entry.ready.catch(() => (entry.draining = true));
+    entry.session = session;
     session.on('error', () => {});
     session.on('goaway', () => {
       entry.draining = true;
@@ -192,18 +243,14 @@ export class H2SessionPool {
       entry.idle?.cancel();
       this.#remove(up.id, entry);
     });
-    void entry.ready.then(
-      () => this.#ping(entry),
-      () => {},
-    );
-    return entry;
+    return session;
   }
 
   #ping(entry: Entry): void {
     const { clock, pingIntervalMs, pingTimeoutMs } = this.#o;
     clock.setTimer(pingIntervalMs, () => {
       const s = entry.session;
-      if (s.destroyed || s.closed) return;
+      if (!s || s.destroyed || s.closed) return;
       const deadline = clock.setTimer(pingTimeoutMs, () => s.destroy());
       const sent = s.ping((err) => {
         deadline.cancel();
@@ -218,25 +265,26 @@ export class H2SessionPool {
   }
 
   #maybeIdle(up: Upstream, entry: Entry): void {
-    if (entry.active > 0) return;
+    const session = entry.session;
+    if (entry.active > 0 || !session) return;
     if (entry.draining) {
       // Node closes a session after GOAWAY itself; one we retired is closed once empty.
-      if (!entry.session.closed) entry.session.close();
+      if (!session.closed) session.close();
       return;
     }
     entry.idle?.cancel();
     entry.idle = this.#o.clock.setTimer(this.#o.idleMs, () => {
       if (entry.active > 0) return;
       entry.draining = true;
-      entry.session.close();
+      session.close();
       this.#remove(up.id, entry);
     });
   }
 
-  #remove(id: string, entry: Entry): void {
+  #remove(id: string, entry: Omit<Entry, 'ready'>): void {
     const list = this.#byEndpoint.get(id);
     if (!list) return;
-    const i = list.indexOf(entry);
+    const i = list.findIndex((e) => e === entry);
     if (i >= 0) list.splice(i, 1);
     if (list.length === 0) this.#byEndpoint.delete(id);
   }

@@ -1,96 +1,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer as createHttpServer, type Server } from 'node:http';
-import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import type { AllowRule } from '../../../src/config/parse.ts';
 import { MeshTls } from '../../../src/mesh/mesh-tls.ts';
-import { meshWiring, type MeshWiring } from '../../../src/mesh/wiring.ts';
+import { meshWiring } from '../../../src/mesh/wiring.ts';
 import { systemClock } from '../../../src/shared/clock.ts';
-import { createLogger } from '../../../src/shared/log.ts';
 import { ep, service } from '../routing/fixtures.ts';
 import { credentialsFor, fixedSources, testCa } from '../../harness/mesh.ts';
 import { send, startProxy } from '../proxy/harness.ts';
-
-const log = createLogger({ write: () => {} });
-const TD = 'cluster.local';
-const WEB = 'spiffe://cluster.local/ns/shop/sa/web';
-const API = 'spiffe://cluster.local/ns/shop/sa/api';
-
-async function listen(server: Server | ReturnType<typeof createServer>, host: string): Promise<number> {
-  await new Promise<void>((r) => server.listen(0, host, r));
-  return (server.address() as AddressInfo).port;
-}
-
-async function freePort(host: string): Promise<number> {
-  const s = createServer();
-  const port = await listen(s, host);
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
-
-/** An app that answers with the headers it got. */
-async function app(host: string, t: { after(fn: () => unknown): void }): Promise<number> {
-  const server = createHttpServer((req, res) => {
-    res.setHeader('content-type', 'application/json');
-    res.end(JSON.stringify({ xfcc: req.headers['x-forwarded-client-cert'] ?? null }));
-  });
-  t.after(() => {
-    server.closeAllConnections();
-    server.close();
-  });
-  return listen(server, host);
-}
-
-/** A TCP relay that records every byte the client sends: what a packet capture would see. */
-async function recordingRelay(host: string, port: number, to: number, t: { after(fn: () => unknown): void }) {
-  const seen: Buffer[] = [];
-  const sockets = new Set<Socket>();
-  const relay = createServer((client) => {
-    const upstream = connect(to, host);
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('error', () => s.destroy());
-    }
-    client.on('data', (d: Buffer) => seen.push(d));
-    client.pipe(upstream).pipe(client);
-  });
-  t.after(() => {
-    for (const s of sockets) s.destroy();
-    relay.close();
-  });
-  await new Promise<void>((r) => relay.listen(port, host, r));
-  return () => Buffer.concat(seen);
-}
-
-async function meshedSidecar(
-  t: { after(fn: () => unknown): void },
-  o: {
-    host: string;
-    meshPort: number;
-    tls: MeshTls;
-    allowFrom?: () => AllowRule[];
-    appPorts?: number[];
-    mode?: 'permissive' | 'strict';
-  },
-) {
-  const wiring: MeshWiring = meshWiring({
-    tls: o.tls,
-    meshPort: o.meshPort,
-    host: o.host,
-    appHost: o.host,
-    allowFrom: o.allowFrom ?? (() => []),
-    mode: o.mode ?? 'permissive',
-    connectTimeoutMs: 1_000,
-    clock: systemClock,
-    log,
-  });
-  const p = await startProxy(
-    { appPorts: o.appPorts ?? [] },
-    { hosts: { egress: o.host, ingress: o.host, admin: o.host, app: o.host }, mesh: wiring },
-  );
-  t.after(() => p.close());
-  return { ...p, wiring };
-}
+import { API, app, freePort, listen, log, meshedSidecar, recordingRelay, TD, WEB } from './mesh-harness.ts';
 
 test('two meshed sidecars talk mutual TLS; the app sees the caller; plaintext to the rest; allow-from', async (t) => {
   const ca = await testCa();

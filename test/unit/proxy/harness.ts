@@ -235,6 +235,44 @@ export function tcpExchange(
   });
 }
 
+/**
+ * Writes `first` (a CONNECT or upgrade request) on a fresh connection, then `then` once a header
+ * block came back; collects the reply until `until` holds or the connection closes (bounded: 5 s).
+ */
+export function exchange(
+  port: number,
+  first: string,
+  then: string,
+  until: (s: string) => boolean = () => false,
+): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const s = connect({ host: '127.0.0.1', port });
+    let out = '';
+    let sent = false;
+    const timer = setTimeout(() => {
+      s.destroy();
+      reject(new Error(`timeout; got ${JSON.stringify(out)}`));
+    }, 5_000);
+    const finish = (): void => {
+      clearTimeout(timer);
+      s.destroy();
+      resolve(out);
+    };
+    s.setEncoding('latin1');
+    s.on('data', (c: string) => {
+      out += c;
+      if (!sent && out.includes('\r\n\r\n')) {
+        sent = true;
+        s.write(then);
+      }
+      if (until(out)) finish();
+    });
+    s.on('error', () => {});
+    s.on('close', finish);
+    s.write(first);
+  });
+}
+
 /** Polls cond every 25 ms until it holds; fails the test after about 7.5 s. */
 export async function eventually(what: string, cond: () => boolean | Promise<boolean>): Promise<void> {
   for (let i = 0; i < 300; i++) {

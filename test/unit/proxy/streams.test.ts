@@ -1,8 +1,17 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { connect, createServer, type AddressInfo, type Server } from 'node:net';
+import { createServer, type AddressInfo, type Server } from 'node:net';
 import { ep, service } from '../routing/fixtures.ts';
-import { closedPort, metric, raw, startBackend, startProxy, type Backend, type Proxy } from './harness.ts';
+import {
+  closedPort,
+  exchange,
+  metric,
+  raw,
+  startBackend,
+  startProxy,
+  type Backend,
+  type Proxy,
+} from './harness.ts';
 
 let echo: Server;
 let echoPort: number;
@@ -38,33 +47,6 @@ after(async () => {
   await ws.close();
   echo.close();
 });
-
-function exchange(port: number, first: string, then: string, until: (s: string) => boolean): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const s = connect({ host: '127.0.0.1', port });
-    let out = '';
-    let sent = false;
-    const timer = setTimeout(() => {
-      s.destroy();
-      reject(new Error(`timeout; got ${JSON.stringify(out)}`));
-    }, 5_000);
-    s.setEncoding('latin1');
-    s.on('data', (c: string) => {
-      out += c;
-      if (!sent && out.includes('\r\n\r\n')) {
-        sent = true;
-        s.write(then);
-      }
-      if (until(out)) {
-        clearTimeout(timer);
-        s.destroy();
-        resolve(out);
-      }
-    });
-    s.on('error', reject);
-    s.write(first);
-  });
-}
 
 test('CONNECT to a Service port tunnels bytes to a balanced endpoint, skipping one that refuses', async () => {
   for (let i = 0; i < 3; i++) {

@@ -33,11 +33,15 @@ export const echo: H2Handle = (stream, _headers, port) => {
   });
 };
 
-export async function startH2Backend(handle: H2Handle = echo, settings: Settings = {}): Promise<H2Backend> {
+export async function startH2Backend(
+  handle: H2Handle = echo,
+  settings: Settings = {},
+  host = '127.0.0.1',
+): Promise<H2Backend> {
   const streams: IncomingHttpHeaders[] = [];
   const server = createServer({ settings });
   const port = await new Promise<number>((r) =>
-    server.listen(0, '127.0.0.1', () => r((server.address() as AddressInfo).port)),
+    server.listen(0, host, () => r((server.address() as AddressInfo).port)),
   );
   server.on('stream', (stream, headers) => {
     streams.push(headers);
