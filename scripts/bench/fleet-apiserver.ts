@@ -11,6 +11,11 @@ export interface ApiSample {
   byVerb: Record<string, number>;
   /** apiserver_request_total with code 429. */
   throttled: number;
+  /**
+   * Of those, the ones priority and fairness refused (apiserver_flowcontrol_rejected_requests_total);
+   * the rest come from the max-in-flight limits or a watch cache still initializing.
+   */
+  apfRejected: number;
   /** apiserver_longrunning_requests{verb="WATCH"}: watches open now. */
   openWatches: number;
   /** apiserver_registered_watchers summed over kinds. */
@@ -26,6 +31,7 @@ const label = (labels: string, name: string): string =>
 export function parseMetrics(text: string): Omit<ApiSample, 'at' | 'rssBytes' | 'cpuTicks'> {
   const byVerb: Record<string, number> = {};
   let throttled = 0;
+  let apfRejected = 0;
   let openWatches = 0;
   let registeredWatchers = 0;
   for (const line of text.split('\n')) {
@@ -41,9 +47,11 @@ export function parseMetrics(text: string): Omit<ApiSample, 'at' | 'rssBytes' | 
       openWatches += v;
     } else if (name === 'apiserver_registered_watchers') {
       registeredWatchers += v;
+    } else if (name === 'apiserver_flowcontrol_rejected_requests_total') {
+      apfRejected += v;
     }
   }
-  return { byVerb, throttled, openWatches, registeredWatchers };
+  return { byVerb, throttled, apfRejected, openWatches, registeredWatchers };
 }
 
 function procOf(pid: number): { rssBytes: number; cpuTicks: number } {

@@ -1,22 +1,37 @@
 // Fleet simulator: what N sidecars' discovery costs one kube-apiserver, and what an API server
 // restart does. Real parts only: a kube-apiserver + etcd from scripts/test-cluster (its own state
 // directory), RBAC on, one TokenRequest token per sidecar, and in a few child processes the real
-// identity/transport/reflector/resolver code (scripts/bench/fleet-sidecars.ts). The harness plays
-// the workload: Services with EndpointSlices, and rolling updates written as slice updates.
+// identity/transport/reflector/resolver code (scripts/bench/fleet-sidecars.ts). The workload:
+// Services with selectors and three Pods each, whose status the harness writes as a kubelet would,
+// and the EndpointSlice controller of kube-controller-manager writing the slices (--churn
+// controller, the default); rolling updates replace the Pods one at a time (new Pod Ready, old
+// Pod terminating, then gone). --churn slices writes the slices directly instead.
 //
-//   node scripts/bench/fleet.ts --sidecars 100 [--procs 4] [--json out.json] [--label before]
+//   node scripts/bench/fleet.ts --sidecars 100 [--procs 4] [--apf] [--json out.json] [--label before]
+//
+// --apf runs the API server with priority and fairness on (as real clusters do); the `kubectl get`
+// probe then runs as an operator without system:masters, so it is classified as a user's request
+// (global-default), not exempt.
 //
 // Phases: start (every sidecar subscribed and in sync), idle (per-sidecar requests, extrapolated
 // to an hour; --time-scale shortens watch timeouts so a short window covers many of them), churn
 // (rolling updates), outage (apiserver-stop, --outage-s, apiserver-start: the reconnect wave).
 // A benchmark, not a test: CI never runs it.
 import { fork, type ChildProcess, execFileSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { startCluster, type TestCluster } from '../../test/harness/cluster.ts';
 import type { KubeAdmin } from '../../test/harness/kube.ts';
+import {
+  createPod,
+  ensureNode,
+  podName,
+  setPodStatus,
+  startPod,
+  stopPod,
+} from '../../test/harness/kubelet.ts';
 import { repoRoot } from '../../test/harness/tools.ts';
 import { kubectlProbe, percentile, sampleApi, sum, verbDelta, type ApiSample } from './fleet-apiserver.ts';
 import type { ChildSample, ChildStart, SidecarSample, SidecarSpec } from './fleet-sidecars.ts';
@@ -39,6 +54,8 @@ const { values: flags } = parseArgs({
     'outage-s': { type: 'string', default: '20' },
     'limit-s': { type: 'string', default: '180' },
     seed: { type: 'string', default: '1' },
+    churn: { type: 'string', default: 'controller' },
+    apf: { type: 'boolean', default: false },
     label: { type: 'string', default: '' },
     json: { type: 'string' },
   },
@@ -63,6 +80,9 @@ const LIMIT_MS = num('limit-s', 10, 1800) * 1000;
 const WATCH_TIMEOUT_S = (flags['watch-timeout-s'] ?? '').split(',').map(Number);
 if (WATCH_TIMEOUT_S.length !== 2 || !WATCH_TIMEOUT_S.every((x) => x >= 1 && x <= 86_400))
   throw new Error(`--watch-timeout-s ${flags['watch-timeout-s']}: expected MIN,MAX seconds, e.g. 300,600`);
+const CHURN = flags.churn;
+if (CHURN !== 'controller' && CHURN !== 'slices')
+  throw new Error(`--churn ${CHURN}: expected controller (the EndpointSlice controller) or slices`);
 const say = (s: string): boolean =>
   process.stderr.write(`fleet ${new Date().toISOString().slice(11, 19)} ${s}\n`);
 const nsName = (i: number): string => `fleet-${i}`;
@@ -137,6 +157,7 @@ async function populate(admin: KubeAdmin): Promise<void> {
     await admin.createServiceAccount(nsName(i), 'sidecar');
     await admin.bindSidecarRole(nsName(i), 'sidecar');
   }
+  if (CHURN === 'controller') await ensureNode(admin);
   await pooled(
     services.map((s, j) => ({ ...s, j })),
     8,
@@ -145,11 +166,68 @@ async function populate(admin: KubeAdmin): Promise<void> {
         apiVersion: 'v1',
         kind: 'Service',
         metadata: { name, namespace: ns },
-        spec: { ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: 8080 }] },
+        spec: {
+          ...(CHURN === 'controller' ? { selector: { app: name } } : {}),
+          ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: 8080 }],
+        },
       });
-      await admin.apply(slice(ns, name, addrsOf(j, 0)));
+      if (CHURN === 'slices') await admin.apply(slice(ns, name, addrsOf(j, 0)));
+      else for (const ip of addrsOf(j, 0)) await startPod(admin, ns, name, ip);
     },
   );
+  if (CHURN === 'controller') await untilControllerWrote(admin);
+}
+
+/** Waits until the EndpointSlice controller has written every Service's three ready endpoints. */
+async function untilControllerWrote(admin: KubeAdmin): Promise<void> {
+  const deadline = Date.now() + LIMIT_MS;
+  for (;;) {
+    const list = await admin.request<{
+      items: { endpoints?: { conditions?: { ready?: boolean } }[] | null }[];
+    }>('GET', '/apis/discovery.k8s.io/v1/endpointslices');
+    const ready = list.items.flatMap((x) => x.endpoints ?? []).filter((e) => e.conditions?.ready).length;
+    if (ready >= SERVICES * 3) return;
+    if (Date.now() > deadline)
+      throw new Error(`EndpointSlice controller: ${ready}/${SERVICES * 3} endpoints`);
+    await new Promise((r) => setTimeout(r, 1_000));
+  }
+}
+
+/**
+ * What an operator runs meanwhile: a kubeconfig for a user who may read, not in system:masters.
+ * Its own role: the aggregated `view` role stays empty without the aggregation controller.
+ */
+async function operatorKubeconfig(cluster: TestCluster): Promise<string> {
+  await cluster.admin.apply({
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRole',
+    metadata: { name: 'outrigger-test-operator' },
+    rules: [{ apiGroups: [''], resources: ['services', 'pods'], verbs: ['get', 'list', 'watch'] }],
+  });
+  await cluster.admin.apply({
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRoleBinding',
+    metadata: { name: 'outrigger-test-operator' },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'outrigger-test-operator' },
+    subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'outrigger-test-operator' }],
+  });
+  const token = readFileSync(path.join(cluster.pkiDir, 'operator-token'), 'utf8').trim();
+  const file = path.join(cluster.stateDir, 'operator.kubeconfig');
+  const ca = Buffer.from(cluster.caPem).toString('base64');
+  writeFileSync(
+    file,
+    [
+      'apiVersion: v1',
+      'kind: Config',
+      `clusters: [{name: t, cluster: {server: "${cluster.server}", certificate-authority-data: ${ca}}}]`,
+      `users: [{name: operator, user: {token: ${token}}}]`,
+      'contexts: [{name: t, context: {cluster: t, user: operator}}]',
+      'current-context: t',
+      '',
+    ].join('\n'),
+    { mode: 0o600 },
+  );
+  return file;
 }
 
 // ---- children ----
@@ -227,6 +305,7 @@ interface PhaseResult {
   apiRps: number;
   peakRps?: number;
   throttled: number;
+  apfRejected: number;
   apiserverCpuPct: number;
   apiserverRssMb: number;
   openWatches: number;
@@ -257,6 +336,7 @@ function phase(
     apiRps: Math.round(sum(byVerb) / seconds),
     ...(peakRps !== undefined ? { peakRps } : {}),
     throttled: b.throttled - (a && a.throttled <= b.throttled ? a.throttled : 0),
+    apfRejected: b.apfRejected - (a && a.apfRejected <= b.apfRejected ? a.apfRejected : 0),
     apiserverCpuPct: Math.round((b.cpuTicks - (a && a.cpuTicks <= b.cpuTicks ? a.cpuTicks : 0)) / seconds),
     apiserverRssMb: Math.round(b.rssBytes / 2 ** 20),
     openWatches: b.openWatches,
@@ -278,8 +358,22 @@ async function must(cluster: TestCluster): Promise<ApiSample> {
   throw new Error('kube-apiserver /metrics did not answer');
 }
 
+/** One rolling-update step: the new Pod starts and turns Ready, then the old one terminates. */
+async function replacePod(
+  admin: KubeAdmin,
+  ns: string,
+  app: string,
+  oldIp: string,
+  newIp: string,
+): Promise<void> {
+  const name = await createPod(admin, ns, app, newIp);
+  await setPodStatus(admin, ns, name, newIp, false);
+  await setPodStatus(admin, ns, name, newIp, true);
+  await stopPod(admin, ns, podName(app, oldIp), { terminatingMs: 200 });
+}
+
 async function churn(admin: KubeAdmin, ms: number, ratePerS: number): Promise<number> {
-  // Rolling update of one Service: its three pods replaced one at a time (one slice write each).
+  // Rolling update of one Service: its three pods replaced one at a time.
   const gen = new Map<number, number>();
   const deadline = Date.now() + ms;
   let writes = 0;
@@ -288,14 +382,16 @@ async function churn(admin: KubeAdmin, ms: number, ratePerS: number): Promise<nu
     const s = services[j];
     if (!s) continue;
     const g = gen.get(j) ?? 0;
-    for (let step = 1; step <= 3 && Date.now() < deadline; step++) {
+    // A step cut short by the deadline still finishes, so the next rollout starts from whole pods.
+    for (let step = 1; step <= 3; step++) {
       const next = addrsOf(j, g + 1)
         .slice(0, step)
         .concat(addrsOf(j, g).slice(step));
-      await admin
-        .patch('EndpointSlice', `${s.name}-a`, s.ns, slice(s.ns, s.name, next))
-        .then(() => writes++)
-        .catch(() => undefined);
+      const write =
+        CHURN === 'slices'
+          ? admin.patch('EndpointSlice', `${s.name}-a`, s.ns, slice(s.ns, s.name, next))
+          : replacePod(admin, s.ns, s.name, addrsOf(j, g)[step - 1] ?? '', next[step - 1] ?? '');
+      await write.then(() => writes++).catch(() => undefined);
       await new Promise((r) => setTimeout(r, 1000 / ratePerS));
     }
     gen.set(j, g + 1);
@@ -305,14 +401,17 @@ async function churn(admin: KubeAdmin, ms: number, ratePerS: number): Promise<nu
 
 async function main(): Promise<void> {
   say(`starting a test cluster; ${N} sidecars in ${PROCS} processes`);
-  const cluster = await startCluster();
+  const cluster = await startCluster(undefined, {
+    controllerManager: CHURN === 'controller',
+    priorityAndFairness: flags.apf,
+  });
   if (!cluster) throw new Error('no test cluster: run scripts/test-cluster build first');
   const kubectl = /kubectl=(\S+)/.exec(
     execFileSync('bash', [path.join(repoRoot, 'scripts/test-cluster'), 'paths'], { encoding: 'utf8' }),
   )?.[1];
   if (!kubectl) throw new Error('scripts/test-cluster paths printed no kubectl');
-  const probe = (): ReturnType<typeof kubectlProbe> =>
-    kubectlProbe(kubectl, cluster.kubeconfigPath, nsName(0));
+  const kubeconfig = flags.apf ? await operatorKubeconfig(cluster) : cluster.kubeconfigPath;
+  const probe = (): ReturnType<typeof kubectlProbe> => kubectlProbe(kubectl, kubeconfig, nsName(0));
   let children: Child[] = [];
   try {
     say(`creating ${NAMESPACES} namespaces, ${SERVICES} Services and their EndpointSlices`);
@@ -355,7 +454,7 @@ async function main(): Promise<void> {
     const c3 = await sampleChildren(children);
     const a3 = await must(cluster);
     const churned = phase(a2, a3, sidecarsOf(c2), sidecarsOf(c3), await k.stop());
-    say(`churn: ${writes} slice writes`);
+    say(`churn: ${writes} ${CHURN === 'slices' ? 'slice writes' : 'pod replacements'}`);
 
     // Outage and the reconnect wave.
     const outageMs = num('outage-s', 0, 600) * 1000;
@@ -401,6 +500,8 @@ async function main(): Promise<void> {
     const when = (f: number): number => series.find(([, n]) => n >= f * total)?.[0] ?? NaN;
     // How long the wave lasted: from 10 % to 90 % of its requests (API server counters, 0.5 s scrapes).
     const spreadMs = when(0.9) - when(0.1);
+    // And nearly all of it (1 to 99 %): the API server's own start-up requests are in the first 1 %.
+    const fullSpreadMs = when(0.99) - when(0.01);
     say(`reconnect wave: every sidecar in sync ${synced} ms after apiserver-start`);
 
     const last = sidecarsOf(lastChildren);
@@ -424,6 +525,8 @@ async function main(): Promise<void> {
         },
         namespacesPerSidecar: { mean: mean(nsPerSidecar), max: Math.max(...nsPerSidecar) },
         timeScale: TIME_SCALE,
+        churn: CHURN,
+        priorityAndFairness: flags.apf,
         watchTimeoutS: WATCH_TIMEOUT_S,
         idleS: idleMs / 1000,
         outageS: outageMs / 1000,
@@ -443,8 +546,8 @@ async function main(): Promise<void> {
       },
       start,
       idle,
-      churn: { ...churned, sliceWrites: writes },
-      wave: { ...wave, inSyncMs: synced, spreadMs, readyMs },
+      churn: { ...churned, kind: CHURN, steps: writes },
+      wave: { ...wave, inSyncMs: synced, spreadMs, fullSpreadMs, readyMs },
     };
     printTable(result);
     if (flags.json) writeFileSync(flags.json, JSON.stringify(result, null, 2) + '\n');
@@ -464,7 +567,7 @@ function printTable(r: {
   start: PhaseResult;
   idle: PhaseResult;
   churn: PhaseResult;
-  wave: PhaseResult & { inSyncMs: number; spreadMs: number; readyMs: number };
+  wave: PhaseResult & { inSyncMs: number; spreadMs: number; fullSpreadMs: number; readyMs: number };
 }): void {
   const rows: [string, ...PhaseResult[]] = ['phase', r.start, r.idle, r.churn, r.wave];
   const names = ['start', 'idle', 'churn', 'wave'];
@@ -477,6 +580,7 @@ function printTable(r: {
     ['LIST', (p) => p.apiRequestsByVerb.LIST ?? 0],
     ['WATCH', (p) => p.apiRequestsByVerb.WATCH ?? 0],
     ['429s', (p) => p.throttled],
+    ['APF rejected', (p) => p.apfRejected],
     ['open watches', (p) => p.openWatches],
     ['apisrv CPU%', (p) => p.apiserverCpuPct],
     ['apisrv MB', (p) => p.apiserverRssMb],
@@ -486,7 +590,7 @@ function printTable(r: {
   for (const [name, f] of fields) out.push(line([name, ...rows.slice(1).map((p) => f(p as PhaseResult))]));
   out.push(
     `after apiserver-start: /readyz ${r.wave.readyMs} ms, every sidecar in sync ${r.wave.inSyncMs} ms; ` +
-      `wave 10-90 %: ${r.wave.spreadMs} ms`,
+      `wave 10-90 %: ${r.wave.spreadMs} ms, 1-99 %: ${r.wave.fullSpreadMs} ms`,
   );
   out.push(`per sidecar: ${JSON.stringify(r.perSidecar)}`);
   process.stdout.write(out.join('\n') + '\n');

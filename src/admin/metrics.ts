@@ -55,13 +55,11 @@ export class Metrics {
     this.#requests = new RequestCounter(
       'outrigger_requests_total',
       'Requests and streams proxied, by direction, Service ("" for passthrough), caller (ingress: namespace/serviceaccount over mutual TLS, else unauthenticated), status and proxy error code',
-      this.registry,
     );
     this.#latency = new LatencyHistogram(
       'outrigger_request_duration_seconds',
       'Time from request received to response finished',
       [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-      this.registry,
     );
     this.#connectErrors = new Counter({
       name: 'outrigger_upstream_connect_errors_total',
@@ -161,7 +159,9 @@ export class Metrics {
       }
       g.set(value);
     }
-    return this.registry.metrics();
+    // prom-client's text ends in a newline; metric blocks are separated by a blank line.
+    const own = [await this.#requests.render(), await this.#latency.render()];
+    return `${await this.registry.metrics()}\n${own.join('\n\n')}\n`;
   }
 
   get contentType(): string {

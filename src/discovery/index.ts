@@ -104,6 +104,12 @@ const SLICE_BATCH_MS = 50;
 const RELIST_SPREAD_MS = 10_000;
 
 /**
+ * After an outage every reconnect, a resumed watch as much as a relist, waits a random 0-10 s once
+ * the sidecar sees the API answer again (one spread per reconnect, never two in a row).
+ */
+const RECONNECT_SPREAD_MS = 10_000;
+
+/**
  * The one factory the composition root calls. `--source file:PATH` gives the file resolver;
  * otherwise the API resolver, in-cluster (projected token + KUBERNETES_SERVICE_HOST/PORT, both
  * required) or with --kubeconfig. There is no fallback from one to the other.
@@ -133,6 +139,7 @@ export async function createDiscovery(config: DiscoveryConfig, deps: DiscoveryDe
     reflector: {
       watchTimeoutS: watchTimeoutFor(protocol),
       relistSpreadMs: RELIST_SPREAD_MS,
+      recoverySpreadMs: RECONNECT_SPREAD_MS,
       ...deps.tuning?.reflector,
     },
   });

@@ -37,13 +37,18 @@ export interface ReflectorOptions {
   /** After this much silence on a watch the client gives up on it (half-open TCP) and re-watches. */
   inactivityMs?: number;
   recovery?: Recovery;
-  /** Spread of retries after a recovery signal. */
+  /**
+   * Spread of retries after a recovery signal: every reconnect after an outage, a resumed watch as
+   * much as a relist, waits a random time in [0, recoverySpreadMs), so a fleet that lost the API
+   * server together does not come back in one burst.
+   */
   recoverySpreadMs?: number;
   /**
    * A 410 right after a failure streak means the API server lost our resourceVersion (it
    * restarted: its watch cache starts at the present). Every sidecar of the cluster relists at that
-   * moment, so the relist waits a random time in [0, relistSpreadMs) to spread that wave; the data
-   * stays served, marked stale, meanwhile.
+   * moment, so the relist waits a random time in [0, relistSpreadMs) to spread that wave, unless
+   * this reconnect already waited out the recovery spread; the data stays served, marked stale,
+   * meanwhile.
    */
   relistSpreadMs?: number;
 }
@@ -81,6 +86,8 @@ export class Reflector {
   #failing = false;
   #selectors: Record<string, string>;
   #relistWanted = false;
+  /** This reconnect already waited a random spread: a 410 that follows relists at once. */
+  #spread = false;
   #currentWatch: AbortController | undefined;
 
   constructor(opts: ReflectorOptions) {
@@ -150,13 +157,15 @@ export class Reflector {
           if (++gones <= 2) {
             this.#log.info('resource version expired; relisting', { resourceVersion: listRV || 'latest' });
             const spread = this.#o.relistSpreadMs ?? 0;
-            if (gones === 1 && this.#failing && spread > 0)
+            if (gones === 1 && this.#failing && !this.#spread && spread > 0) {
+              this.#spread = true;
               await this.#pause(Math.floor(this.#o.random() * spread), false);
+            }
             continue;
           }
         }
         this.#fail(e);
-        await this.#pause(this.#backoff.next(), true);
+        await this.#retryPause(e);
       }
     }
     this.#watching = false;
@@ -247,7 +256,21 @@ export class Reflector {
     if (meta?.resourceVersion) setRV(meta.resourceVersion);
   }
 
+  /**
+   * After a failure: the backoff (full jitter), cut short when the API recovers; after a 429 or
+   * 503 with Retry-After, at least that long plus up to as much again of jitter, and not cut
+   * short: the server asked this client to wait, and a fleet that all got "1 s" must not return
+   * in the same second.
+   */
+  async #retryPause(e: unknown): Promise<void> {
+    const backoff = this.#backoff.next();
+    const after = e instanceof KubeError ? e.retryAfterMs : undefined;
+    if (after === undefined) return this.#pause(backoff, true);
+    await this.#pause(Math.max(backoff, after + Math.floor(this.#o.random() * after)), false);
+  }
+
   #ok(): void {
+    this.#spread = false;
     if (this.#failing) {
       this.#failing = false;
       this.#log.info('API reachable again');
@@ -279,8 +302,13 @@ export class Reflector {
   async #pause(ms: number, wakeOnRecovery: boolean): Promise<void> {
     const { ac, onStop } = this.#linked();
     const waiter = wakeOnRecovery ? this.#o.recovery?.wait() : undefined;
-    const spread = (): Promise<void> =>
-      this.#o.clock.sleep(Math.floor(this.#o.random() * (this.#o.recoverySpreadMs ?? 1_000)), ac.signal);
+    const spread = (): Promise<void> => {
+      this.#spread = true;
+      return this.#o.clock.sleep(
+        Math.floor(this.#o.random() * (this.#o.recoverySpreadMs ?? 1_000)),
+        ac.signal,
+      );
+    };
     try {
       await Promise.race([
         this.#o.clock.sleep(ms, ac.signal),

@@ -252,7 +252,8 @@ export function indexed(endpoints: EndpointList, namespace: string): EndpointInd
   if (!index) {
     const byId = new Map<string, Upstream>();
     for (const e of endpoints) {
-      const up = { id: endpointId(e.address, e.port), host: e.address, port: e.port, namespace };
+      const id = endpointId(e.address, e.port);
+      const up = { id, host: e.address, port: e.port, namespace, poolKey: `${id} ${namespace}` };
       byId.set(up.id, up);
     }
     index = { byId, ids: [...byId.keys()] };

@@ -50,6 +50,8 @@ export class EgressHandler {
   readonly #o: EgressOptions;
   readonly #problems: ThrottledLog;
   readonly #token: string;
+  /** Explicit capture: the destination of each Host header seen, parsed once. */
+  readonly #byHost = new Map<string, Target>();
 
   constructor(o: EgressOptions) {
     this.#o = o;
@@ -233,9 +235,18 @@ export class EgressHandler {
       if (!original) return { error: 'connection was not redirected to the sidecar', code: 'misdirected' };
       return { dest: { host: original.address, port: original.port, defaultPort: original.port }, original };
     }
-    const hp = splitHostPort(req.headers.host ?? '');
-    if (!hp) return { error: 'missing or malformed Host header' };
-    return { dest: { host: hp.host, ...(hp.port ? { port: hp.port } : {}), defaultPort: 80 } };
+    const host = req.headers.host ?? '';
+    let target = this.#byHost.get(host);
+    if (!target) {
+      const hp = splitHostPort(host);
+      target = hp
+        ? { dest: { host: hp.host, ...(hp.port ? { port: hp.port } : {}), defaultPort: 80 } }
+        : { error: 'missing or malformed Host header' };
+      // Clients choose the Host: the memo is bounded, and starting over is cheap.
+      if (this.#byHost.size >= 4_096) this.#byHost.clear();
+      this.#byHost.set(host, target);
+    }
+    return target;
   }
 
   #annotate(hop: Hop, d: Decision): void {

@@ -22,6 +22,8 @@ export interface Upstream {
   port: number;
   /** The namespace of the Service this endpoint belongs to (see Dial); none for passthrough. */
   namespace?: string;
+  /** `id` and `namespace` in one string, made once per endpoint list (the HTTP/1.1 pools' key). */
+  poolKey?: string;
 }
 
 export interface ForwardPlan {

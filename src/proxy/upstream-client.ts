@@ -41,8 +41,16 @@ export interface UpstreamClientOptions {
 export interface Endpoint {
   host: string;
   port: number;
+  /** A stable "host:port" name of the endpoint, when the caller has one (no string per request). */
+  id?: string;
   /** The endpoint's Service namespace, which a meshed server's identity must be of (see Dial). */
   namespace?: string;
+  /**
+   * A stable name of the endpoint and its namespace, when the caller has one: a pool's connector
+   * checks one namespace, so an address also listed by a Service of another namespace (a reused
+   * pod IP), or dialled as a passthrough destination, gets a pool of its own.
+   */
+  poolKey?: string;
 }
 
 export type AttemptResult =
@@ -129,12 +137,7 @@ export class UpstreamClient {
   }
 
   #pool(up: Endpoint): Pool {
-    // A mesh pool's connector checks one namespace: an address reused by a pod of another
-    // namespace, or also dialled as a passthrough destination, gets a pool of its own.
-    const key =
-      this.#o.dial && up.namespace !== undefined
-        ? `${up.host}:${up.port} ${up.namespace}`
-        : `${up.host}:${up.port}`;
+    const key = up.poolKey ?? up.id ?? `${up.host}:${up.port}`;
     let pool = this.#pools.get(key);
     if (!pool) {
       const host = up.host.includes(':') ? `[${up.host}]` : up.host;

@@ -59,6 +59,8 @@ export class Router {
   readonly #names = new Map<string, ServiceName | null>();
   /** The endpoint list each (list, filter) gives, kept so that a list's index is built once. */
   readonly #narrowed = new WeakMap<Endpoint[], Map<string, Endpoint[]>>();
+  /** Routes by ServiceInfo and port, fresh and stale (only for names without an endpoint hostname). */
+  readonly #routes = new WeakMap<ServiceInfo, Map<number, [Route?, Route?]>>();
 
   constructor(o: RouterOptions) {
     this.#o = o;
@@ -100,6 +102,24 @@ export class Router {
   #routeTo(dest: Destination, name: ServiceName, res: Resolution): Route {
     if (res.kind === 'absent') return pass(dest, 'not_a_service');
     if (res.kind === 'unknown') return pass(dest, 'no_discovery_data');
+    if (name.hostname !== undefined) return this.#serviceRoute(dest, name, res);
+    // The same Service, port and staleness give the same route: kept per ServiceInfo, which
+    // discovery replaces whenever the Service or its endpoints change.
+    const port = dest.port ?? dest.defaultPort;
+    const stale = res.freshness.state === 'stale' ? 1 : 0;
+    let byPort = this.#routes.get(res.service);
+    if (!byPort) this.#routes.set(res.service, (byPort = new Map<number, [Route?, Route?]>()));
+    let pair = byPort.get(port);
+    if (!pair) byPort.set(port, (pair = [undefined, undefined]));
+    const cached = pair[stale];
+    if (cached) return cached;
+    const route = this.#serviceRoute(dest, name, res);
+    // A passthrough for an unknown port carries the request's own host: not shared.
+    if (route.kind === 'service' || route.reason === 'external_name') pair[stale] = route;
+    return route;
+  }
+
+  #serviceRoute(dest: Destination, name: ServiceName, res: Extract<Resolution, { kind: 'found' }>): Route {
     const port = dest.port ?? dest.defaultPort;
     const service = res.service;
     const serviceKey = keyString(service.key);

@@ -55,20 +55,34 @@ function run(stateDir: string, ...args: string[]): Promise<string> {
   });
 }
 
+export interface ClusterOptions {
+  /** Also run kube-controller-manager with the EndpointSlice controllers. */
+  controllerManager?: boolean;
+  /** API priority and fairness on, as in real clusters (off by default, as in envtest). */
+  priorityAndFairness?: boolean;
+}
+
 /**
  * Starts a fresh etcd + kube-apiserver in its own state directory and stops it when the test
  * (or suite) that asked for it ends, pass or fail. Returns undefined when the test was skipped
  * because the binaries are not built (never under CI=true: there it fails).
  */
-export async function startCluster(t?: TestContext): Promise<TestCluster | undefined> {
-  if (t && !requireTool(t, clusterBinariesBuilt(), 'the test cluster', "run 'scripts/test-cluster build'")) {
+export async function startCluster(
+  t?: TestContext,
+  opts: ClusterOptions = {},
+): Promise<TestCluster | undefined> {
+  const built = clusterBinariesBuilt(opts);
+  if (t && !requireTool(t, built, 'the test cluster', "run 'scripts/test-cluster build'")) {
     return undefined;
   }
-  if (!t && !clusterBinariesBuilt())
-    throw new Error("test binaries missing: run 'scripts/test-cluster build'");
+  if (!t && !built) throw new Error("test binaries missing: run 'scripts/test-cluster build'");
   const stateDir = mkdtempSync(path.join(os.tmpdir(), 'outrigger-cluster-'));
   live.add(stateDir);
-  const kubeconfigPath = await run(stateDir, 'up');
+  const upFlags = [
+    ...(opts.controllerManager ? ['--with-controller-manager'] : []),
+    ...(opts.priorityAndFairness ? ['--priority-and-fairness'] : []),
+  ];
+  const kubeconfigPath = await run(stateDir, 'up', ...upFlags);
   const pkiDir = path.join(stateDir, 'pki');
   const ports = Object.fromEntries(
     readFileSync(path.join(stateDir, 'ports.env'), 'utf8')

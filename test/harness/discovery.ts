@@ -11,6 +11,7 @@ import { startCluster, type TestCluster } from './cluster.ts';
 import { startFaultProxy, type FaultProxy } from './fault-proxy.ts';
 import type { KubeAdmin } from './kube.ts';
 import { writeTokenDir } from './token-dir.ts';
+import { harnessSlices, type EndpointProducer } from './endpoint-producers.ts';
 
 /**
  * Discovery-specific helpers for integration tests: Services and EndpointSlices as the API
@@ -132,14 +133,19 @@ export async function waitFor(
 
 export const key = (namespace: string, name: string): ServiceKey => ({ namespace, name });
 
-/** A real cluster for one test (stopped after it, pass or fail) and a fresh namespace in it. */
+/**
+ * A real cluster for one test (stopped after it, pass or fail) and a fresh namespace in it, ready
+ * for `producer` to write endpoints (with it, kube-controller-manager for the controller).
+ */
 export async function discoveryCluster(
   t: TestContext,
   prefix: string,
+  producer: EndpointProducer = harnessSlices,
 ): Promise<{ cluster: TestCluster; ns: string } | undefined> {
-  const cluster = await startCluster(t);
+  const cluster = await startCluster(t, producer.clusterOptions);
   if (!cluster) return undefined;
   t.after(() => cluster.stop());
+  await producer.prepare(cluster.admin);
   return { cluster, ns: await cluster.admin.createNamespace(prefix) };
 }
 
@@ -150,15 +156,16 @@ export async function withFaultProxy(t: TestContext, cluster: TestCluster): Prom
   return proxy;
 }
 
-/** Services svc-0..svc-(n-1), each with one EndpointSlice svc-i-a holding addresses(i). */
+/** Services svc-0..svc-(n-1) whose endpoints are addresses(i), written by `producer`, 10 at a time. */
 export async function createServices(
   admin: KubeAdmin,
   ns: string,
   n: number,
   addresses: (i: number) => string[],
+  producer: EndpointProducer = harnessSlices,
 ): Promise<void> {
-  for (let i = 0; i < n; i++) {
-    await createService(admin, ns, `svc-${i}`);
-    await createSlice(admin, ns, `svc-${i}`, `svc-${i}-a`, addresses(i));
+  for (let from = 0; from < n; from += 10) {
+    const batch = Array.from({ length: Math.min(10, n - from) }, (_, k) => from + k);
+    await Promise.all(batch.map((i) => producer.createService(admin, ns, `svc-${i}`, addresses(i))));
   }
 }

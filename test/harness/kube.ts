@@ -22,6 +22,7 @@ type Obj = Record<string, unknown> & {
 /** Where each kind lives in the REST API; only the kinds the tests create. */
 const resources: Record<string, { prefix: string; plural: string; namespaced: boolean }> = {
   Namespace: { prefix: '/api/v1', plural: 'namespaces', namespaced: false },
+  Node: { prefix: '/api/v1', plural: 'nodes', namespaced: false },
   ServiceAccount: { prefix: '/api/v1', plural: 'serviceaccounts', namespaced: true },
   Service: { prefix: '/api/v1', plural: 'services', namespaced: true },
   Secret: { prefix: '/api/v1', plural: 'secrets', namespaced: true },

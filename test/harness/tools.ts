@@ -19,12 +19,15 @@ export function requireTool(t: TestContext, ok: boolean, what: string, hint: str
 }
 
 /** Paths of the Go-built test binaries, from `scripts/test-cluster paths`. */
-export function testBinaries(): Record<'etcd' | 'kube-apiserver' | 'kubectl' | 'jaeger', string> {
+type TestBinary = 'etcd' | 'kube-apiserver' | 'kubectl' | 'kube-controller-manager' | 'jaeger';
+
+export function testBinaries(): Record<TestBinary, string> {
   const r = spawnSync('bash', [path.join(repoRoot, 'scripts/test-cluster'), 'paths'], { encoding: 'utf8' });
-  const out: Record<'etcd' | 'kube-apiserver' | 'kubectl' | 'jaeger', string> = {
+  const out: Record<TestBinary, string> = {
     etcd: '',
     'kube-apiserver': '',
     kubectl: '',
+    'kube-controller-manager': '',
     jaeger: '',
   };
   for (const line of r.stdout.split('\n')) {
@@ -34,7 +37,12 @@ export function testBinaries(): Record<'etcd' | 'kube-apiserver' | 'kubectl' | '
   return out;
 }
 
-export function clusterBinariesBuilt(): boolean {
+export function clusterBinariesBuilt(opts: { controllerManager?: boolean } = {}): boolean {
   const b = testBinaries();
-  return [b.etcd, b['kube-apiserver']].every((p) => p !== undefined && existsSync(p));
+  const needed = [
+    b.etcd,
+    b['kube-apiserver'],
+    ...(opts.controllerManager ? [b['kube-controller-manager']] : []),
+  ];
+  return needed.every((p) => p !== undefined && existsSync(p));
 }

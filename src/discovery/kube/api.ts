@@ -35,15 +35,35 @@ export interface KubeApi {
 /** A failed API call, with the HTTP status when there was one. */
 export class KubeError extends OutriggerError {
   readonly status: number | undefined;
+  /** The server's Retry-After (429 and 503 answers): how long it asked us to wait. */
+  readonly retryAfterMs: number | undefined;
 
-  constructor(code: ErrorCode, message: string, status?: number, options?: { cause?: unknown }) {
+  constructor(
+    code: ErrorCode,
+    message: string,
+    status?: number,
+    options?: { cause?: unknown; retryAfterMs?: number },
+  ) {
     super(code, message, options);
     this.status = status;
+    this.retryAfterMs = options?.retryAfterMs;
     this.name = 'KubeError';
   }
 }
 
-export function errorForStatus(status: number, what: string, detail: string): KubeError {
+/** The longest Retry-After honoured: a bogus header must not park a reflector for hours. */
+const MAX_RETRY_AFTER_S = 60;
+
+/**
+ * Retry-After in delay-seconds (what kube-apiserver sends with 429: "1"); the HTTP-date form and
+ * anything unparsable are ignored (the caller's own backoff applies).
+ */
+export function parseRetryAfter(header: string | undefined): number | undefined {
+  if (header === undefined || !/^\d+$/.test(header.trim())) return undefined;
+  return Math.min(Number(header.trim()), MAX_RETRY_AFTER_S) * 1000;
+}
+
+export function errorForStatus(status: number, what: string, detail: string, retryAfter?: string): KubeError {
   const code: ErrorCode =
     status === 401
       ? 'kube_unauthorized'
@@ -54,7 +74,13 @@ export function errorForStatus(status: number, what: string, detail: string): Ku
           : status === 429 || status >= 500
             ? 'kube_unavailable'
             : 'kube_bad_response';
-  return new KubeError(code, `${what}: HTTP ${status}${detail ? ` ${detail}` : ''}`, status);
+  const retryAfterMs = status === 429 || status === 503 ? parseRetryAfter(retryAfter) : undefined;
+  return new KubeError(
+    code,
+    `${what}: HTTP ${status}${detail ? ` ${detail}` : ''}`,
+    status,
+    retryAfterMs === undefined ? undefined : { retryAfterMs },
+  );
 }
 
 export const isGone = (e: unknown): boolean => e instanceof KubeError && e.code === 'kube_gone';

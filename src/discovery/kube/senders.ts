@@ -15,6 +15,8 @@ import type { KubeConnection } from './connection.ts';
 export interface RawResponse {
   status: number;
   body: Readable;
+  /** The Retry-After header, if any (429 and 503 answers). */
+  retryAfter?: string;
 }
 
 /** A request with a body (the gateway's status writes); lists and watches are GETs without one. */
@@ -35,6 +37,9 @@ export const tlsOptions = (conn: KubeConnection) => ({
   ...(conn.rejectUnauthorized === false ? { rejectUnauthorized: false } : {}),
 });
 
+const retryAfterOf = (v: string | string[] | undefined): { retryAfter?: string } =>
+  typeof v === 'string' ? { retryAfter: v } : {};
+
 /** HTTP/1.1 with a keep-alive agent: one connection per concurrent watch. */
 export function http1Sender(conn: KubeConnection): Sender {
   const secure = conn.server.protocol === 'https:';
@@ -45,7 +50,7 @@ export function http1Sender(conn: KubeConnection): Sender {
       new Promise((resolve, reject) => {
         const method = body?.method ?? 'GET';
         const req = (secure ? httpsRequest : httpRequest)(url, { agent, headers, signal, method }, (res) =>
-          resolve({ status: res.statusCode ?? 0, body: res }),
+          resolve({ status: res.statusCode ?? 0, body: res, ...retryAfterOf(res.headers['retry-after']) }),
         );
         req.on('error', reject);
         req.end(body?.data);
@@ -135,7 +140,11 @@ export function http2Sender(conn: KubeConnection): Sender {
         let answered = false;
         stream.once('response', (h) => {
           answered = true;
-          resolve({ status: Number(h[h2c.HTTP2_HEADER_STATUS]), body: stream });
+          resolve({
+            status: Number(h[h2c.HTTP2_HEADER_STATUS]),
+            body: stream,
+            ...retryAfterOf(h[h2c.HTTP2_HEADER_RETRY_AFTER]),
+          });
         });
         stream.once('error', (e: Error) => {
           if (!answered) reject(e);

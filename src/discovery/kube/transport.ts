@@ -62,7 +62,7 @@ export function createTransport(conn: KubeConnection, opts: { protocol?: 'h1' | 
     }
     if (res.status !== 200) {
       const body = await readBody(res.body, 4096).catch(() => '');
-      throw errorForStatus(res.status, path, statusMessage(body));
+      throw errorForStatus(res.status, path, statusMessage(body), res.retryAfter);
     }
     return res;
   };

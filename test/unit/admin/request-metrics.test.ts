@@ -9,6 +9,7 @@ import { LatencyHistogram, RequestCounter } from '../../../src/admin/request-met
 const BOUNDS = [0.001, 0.01, 0.1, 1];
 const OBSERVED: [string, string, string, number, string, number][] = [
   ['egress', 'ns/a', '', 200, '', 0.0005],
+  ['egress', 'ns/"q\\', 'a\nb', 200, '', 0.004],
   ['egress', 'ns/a', '', 200, '', 0.001],
   ['egress', 'ns/a', '', 503, 'no_endpoints', 0.05],
   ['ingress', '', 'shop/web', 200, '', 2],
@@ -18,9 +19,8 @@ const OBSERVED: [string, string, string, number, string, number][] = [
 ];
 
 test('the request counter and latency histogram render exactly as prom-client renders them', async () => {
-  const ours = new Registry();
-  const counter = new RequestCounter('t_requests_total', 'requests', ours);
-  const histogram = new LatencyHistogram('t_duration_seconds', 'latency', BOUNDS, ours);
+  const counter = new RequestCounter('t_requests_total', 'requests');
+  const histogram = new LatencyHistogram('t_duration_seconds', 'latency \\ with\nescapes', BOUNDS);
   const ref = new Registry();
   const refCounter = new Counter({
     name: 't_requests_total',
@@ -30,7 +30,7 @@ test('the request counter and latency histogram render exactly as prom-client re
   });
   const refHistogram = new Histogram({
     name: 't_duration_seconds',
-    help: 'latency',
+    help: 'latency \\ with\nescapes',
     labelNames: ['direction', 'service', 'caller'],
     buckets: BOUNDS,
     registers: [ref],
@@ -41,18 +41,35 @@ test('the request counter and latency histogram render exactly as prom-client re
     refCounter.inc({ direction, service, caller, status: String(status), error });
     refHistogram.observe({ direction, service, caller }, seconds);
   }
-  const rendered = await ours.metrics();
-  assert.equal(rendered, await ref.metrics());
+  assert.equal(await counter.render(), await ref.getSingleMetricAsString('t_requests_total'));
+  assert.equal(await histogram.render(), await ref.getSingleMetricAsString('t_duration_seconds'));
   assert.match(
-    rendered,
+    await histogram.render(),
     /t_duration_seconds_bucket\{le="0.01",direction="egress",service="ns\/a",caller=""\} 3/,
   );
-  assert.match(
-    rendered,
-    /t_requests_total\{direction="egress",service="ns\/a",caller="",status="503",error="no_endpoints"\} 1/,
+  counter.reset();
+  assert.doesNotMatch(await counter.render(), /ns\/a/);
+});
+
+test('a scrape of many series renders every one of them, in batches', async () => {
+  const counter = new RequestCounter('t_requests_total', 'requests');
+  for (let i = 0; i < 1_001; i++) counter.inc('egress', `ns/s${i}`, '', 200, '');
+  const lines = (await counter.render()).split('\n');
+  assert.equal(lines.length, 2 + 1_001);
+  assert.equal(
+    lines.at(-1),
+    't_requests_total{direction="egress",service="ns/s1000",caller="",status="200",error=""} 1',
   );
-  ours.resetMetrics();
-  assert.doesNotMatch(await ours.metrics(), /ns\/a/);
+});
+
+test('the whole exposition keeps a blank line between metric blocks and ends in a newline', async () => {
+  const m = new Metrics({ defaultMetrics: false });
+  m.request('egress', 'shop/api', '', 200, '', 0.001);
+  const text = await m.render();
+  assert.ok(text.endsWith('} 1\n'), 'ends with the last sample and one newline');
+  assert.match(text, /\n\n# HELP outrigger_requests_total /);
+  assert.match(text, /\n\n# HELP outrigger_request_duration_seconds /);
+  assert.doesNotMatch(text, /\n\n\n/);
 });
 
 /** Every outrigger_requests_total sample, and the histogram's count, as text lines. */

@@ -2,8 +2,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { FakeKubeApi, gone, status, unavailable } from '../../harness/fake-kube-api.ts';
+import { KubeError } from '../../../src/discovery/kube/api.ts';
 import { Recovery } from '../../../src/discovery/recovery.ts';
-import { Reflector, type ReflectorSink } from '../../../src/discovery/reflector.ts';
+import { Reflector, type ReflectorOptions, type ReflectorSink } from '../../../src/discovery/reflector.ts';
 import { FakeClock } from '../../harness/fake-clock.ts';
 import { memoryLogger } from '../../harness/memory-logger.ts';
 
@@ -36,7 +37,7 @@ class RecordingSink implements ReflectorSink {
   }
 }
 
-function setup(random = (): number => 0.5, recovery?: Recovery) {
+function setup(random = (): number => 0.5, recovery?: Recovery, extra: Partial<ReflectorOptions> = {}) {
   const api = new FakeKubeApi();
   const clock = new FakeClock();
   const sink = new RecordingSink();
@@ -52,8 +53,46 @@ function setup(random = (): number => 0.5, recovery?: Recovery) {
     logger: log,
     listTimeoutMs: 10_000,
     ...(recovery ? { recovery } : {}),
+    ...extra,
   });
   return { api, clock, sink, log, r };
+}
+
+/**
+ * An API server restart: the running reflector's watch breaks and its retries fail for 2 s, then
+ * the server is back without our RV (the first watch gets 410). `back` runs at that moment.
+ */
+async function restart(
+  api: FakeKubeApi,
+  clock: FakeClock,
+  back: () => void = () => undefined,
+): Promise<{ backAt: number; goneAt: number; relistAt: number }> {
+  await clock.advance(0);
+  await delay(5);
+  let down = true;
+  let goneAt: number | undefined;
+  let relistAt: number | undefined;
+  api.fault = (op) => {
+    if (down) return unavailable();
+    if (op === 'watch' && goneAt === undefined) {
+      goneAt = clock.now();
+      return gone();
+    }
+    if (op === 'list') relistAt ??= clock.now();
+    return undefined;
+  };
+  api.breakWatches(unavailable('connection reset'));
+  await clock.advance(2_000);
+  await delay(5);
+  down = false;
+  const backAt = clock.now();
+  back();
+  for (let i = 0; i < 80 && relistAt === undefined; i++) {
+    await clock.advance(250);
+    await delay(2);
+  }
+  assert.ok(goneAt !== undefined && relistAt !== undefined);
+  return { backAt, goneAt, relistAt };
 }
 
 const lastWatch = (api: FakeKubeApi) => api.calls.filter((c) => c.op === 'watch').at(-1)?.query;
@@ -276,44 +315,9 @@ test('reselect during a list: the list finishes with the old selectors, then a r
 });
 
 test('a 410 right after a failure streak (the API server restarted) relists after a random spread', async () => {
-  const api = new FakeKubeApi();
-  const clock = new FakeClock();
-  const r = new Reflector({
-    name: 'test',
-    api,
-    path: PATH,
-    selectors: {},
-    sink: new RecordingSink(),
-    clock,
-    random: () => 0.5,
-    logger: memoryLogger(),
-    relistSpreadMs: 10_000,
-  });
+  const { api, clock, r } = setup(undefined, undefined, { relistSpreadMs: 10_000 });
   r.start();
-  await clock.advance(0);
-  await delay(5);
-  // Outage: the watch breaks and its retries fail; then the server is back without our RV.
-  let down = true;
-  let goneAt: number | undefined;
-  let relistAt: number | undefined;
-  api.fault = (op) => {
-    if (down) return unavailable();
-    if (op === 'watch' && goneAt === undefined) {
-      goneAt = clock.now();
-      return gone();
-    }
-    if (op === 'list') relistAt ??= clock.now();
-    return undefined;
-  };
-  api.breakWatches(unavailable('connection reset'));
-  await clock.advance(2_000);
-  await delay(5);
-  down = false;
-  for (let i = 0; i < 40 && relistAt === undefined; i++) {
-    await clock.advance(500);
-    await delay(2);
-  }
-  assert.ok(goneAt !== undefined && relistAt !== undefined);
+  const { goneAt, relistAt } = await restart(api, clock);
   assert.ok(relistAt - goneAt >= 5_000, `relisted ${relistAt - goneAt} ms after the 410 (0.5 × 10 s spread)`);
   await r.stop();
 });
@@ -328,5 +332,45 @@ test('a 410 on a healthy watch relists at once (no spread: no outage, no wave)',
   await clock.advance(0);
   await delay(5);
   assert.equal(lists(api).length, before + 1);
+  await r.stop();
+});
+
+test('after an outage, a reconnect woken by the recovery signal waits one spread: the 410 that follows relists at once', async () => {
+  const recovery = new Recovery();
+  const { api, clock, r } = setup(undefined, recovery, {
+    // A long backoff: the retry comes from the recovery signal, not from the backoff timer.
+    backoff: { initialMs: 120_000, maxMs: 120_000, factor: 1 },
+    recoverySpreadMs: 10_000,
+    relistSpreadMs: 10_000,
+  });
+  r.start();
+  // Another reflector of the sidecar saw the API server answer again.
+  const { backAt, goneAt, relistAt } = await restart(api, clock, () => recovery.notify());
+  assert.equal(goneAt - backAt, 5_000, 'the resumed watch waited the recovery spread (0.5 × 10 s)');
+  assert.ok(relistAt - goneAt < 1_000, `relisted ${relistAt - goneAt} ms after the 410: no second spread`);
+  await r.stop();
+});
+
+test('a 429 with Retry-After waits at least that long plus jitter, and a recovery signal does not cut it short', async () => {
+  const recovery = new Recovery();
+  const { api, clock, r } = setup(undefined, recovery);
+  const listsAt: number[] = [];
+  api.fault = (op) => {
+    if (op !== 'list') return undefined;
+    listsAt.push(clock.now());
+    return listsAt.length === 1
+      ? new KubeError('kube_unavailable', 'HTTP 429 too many requests', 429, { retryAfterMs: 4_000 })
+      : undefined;
+  };
+  r.start();
+  await clock.advance(0);
+  await delay(5);
+  recovery.notify();
+  for (let i = 0; i < 40 && listsAt.length < 2; i++) {
+    await clock.advance(250);
+    await delay(2);
+  }
+  assert.equal(listsAt.length, 2);
+  assert.equal((listsAt[1] ?? 0) - (listsAt[0] ?? 0), 6_000, '4 s asked + 0.5 × 4 s of jitter');
   await r.stop();
 });

@@ -42,6 +42,26 @@ test('every golden ServiceInfo survives a snapshot round trip unchanged', () => 
   );
 });
 
+test('a Service replaced or re-synced between writes is written anew; the others are reused as they were', () => {
+  const json = (d: ReturnType<typeof decodeSnapshot>) =>
+    d.services.map((s) => ({ ...s, info: serviceInfoJson(s.info) }));
+  const [a, b, c] = allServices();
+  assert.ok(a && b && c);
+  const index = [{ key: { namespace: 'a', name: 'b' }, clusterIPs: ['10.96.0.1'] }];
+  const first = [{ info: a }, { info: b, syncedAt: 1 }, { info: c, syncedAt: 2 }];
+  assert.deepEqual(
+    json(decodeSnapshot(encodeSnapshot({ writtenAt: 1, services: first, index }))),
+    json({ writtenAt: 1, services: first, index }),
+  );
+  // b's endpoints changed (discovery hands out a new object); c was re-synced (same object).
+  const b2 = { ...b, clusterIPs: [...b.clusterIPs, '10.96.9.9'] };
+  const second = [{ info: a }, { info: b2, syncedAt: 3 }, { info: c, syncedAt: 4 }];
+  const back = decodeSnapshot(encodeSnapshot({ writtenAt: 2, services: second, index }));
+  assert.deepEqual(json(back), json({ writtenAt: 2, services: second, index }));
+  assert.deepEqual(back.services[1]?.info.clusterIPs.at(-1), '10.96.9.9');
+  assert.equal(back.services[2]?.syncedAt, 4);
+});
+
 test('truncated, bit-flipped, foreign and wrong-version files are rejected as snapshot_invalid', () => {
   const good = encodeSnapshot({ writtenAt: 1, services: allServices().map((info) => ({ info })), index: [] });
   const flipped = Buffer.from(good);

@@ -294,3 +294,52 @@ test('mergePatch sends a PATCH with a merge-patch body over HTTP/1.1 and HTTP/2;
     h2.close();
   }
 });
+
+test("a 429's Retry-After reaches the error over HTTP/1.1 and HTTP/2; other answers and bad values carry none", async () => {
+  const answers: [number, string | undefined][] = [
+    [429, '3'],
+    [503, '2'],
+    [429, 'Wed, 21 Oct 2015 07:28:00 GMT'],
+    [429, '100000'],
+    [500, '5'],
+  ];
+  let i = 0;
+  const { url, server } = await serve((_req, res) => {
+    const [code, after] = answers[i++ % answers.length] ?? [500, undefined];
+    res.statusCode = code;
+    if (after) res.setHeader('retry-after', after);
+    res.end(JSON.stringify({ kind: 'Status', code, message: 'too many requests' }));
+  });
+  const h2 = h2server();
+  let j = 0;
+  h2.on('stream', (stream) => {
+    const [code, after] = answers[j++ % answers.length] ?? [500, undefined];
+    stream.respond({ ':status': code, ...(after ? { 'retry-after': after } : {}) });
+    stream.end('{}');
+  });
+  await new Promise<void>((r) => h2.listen(0, '127.0.0.1', r));
+  const h2url = new URL(`http://127.0.0.1:${(h2.address() as AddressInfo).port}`);
+  const t1 = createTransport(conn(url, ['x']).conn);
+  const t2 = createTransport(conn(h2url, ['x']).conn, { protocol: 'h2' });
+  try {
+    for (const t of [t1, t2]) {
+      const got: (number | undefined)[] = [];
+      for (let k = 0; k < answers.length; k++) {
+        const e = await t.list('/p', {}, signal()).then(
+          () => undefined,
+          (err: unknown) => err,
+        );
+        assert.ok(e instanceof KubeError);
+        assert.equal(e.code, 'kube_unavailable');
+        got.push(e.retryAfterMs);
+      }
+      // Seconds only, capped at 60 s; never on a 500.
+      assert.deepEqual(got, [3000, 2000, undefined, 60_000, undefined]);
+    }
+  } finally {
+    t1.close();
+    t2.close();
+    server.close();
+    h2.close();
+  }
+});

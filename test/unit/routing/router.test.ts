@@ -154,3 +154,22 @@ test('the router applies zone hints, but internalTrafficPolicy: Local wins over 
   assert.deepEqual(await first('hinted.prod'), ['10.0.0.2']);
   assert.deepEqual(await first('local.prod'), ['10.0.0.1']);
 });
+
+test('a kept route follows the data: staleness, a replaced Service, and an unknown port keeps its own host', () => {
+  const { resolver, router } = setup();
+  const v1 = service('ns', 'web', { eps: { http: [ep('10.0.0.1', 80)] } });
+  resolver.set(v1);
+  const first = router.routeNow({ host: 'web.ns', defaultPort: 80 });
+  assert.equal(first?.kind === 'service' && first.stale, false);
+  assert.equal(router.routeNow({ host: 'web.ns.svc', defaultPort: 80 }), first, 'kept for the same data');
+  resolver.set(v1, true);
+  const stale = router.routeNow({ host: 'web.ns', defaultPort: 80 });
+  assert.equal(stale?.kind === 'service' && stale.stale, true);
+  resolver.set(service('ns', 'web', { eps: { http: [ep('10.0.0.2', 80)] } }));
+  const replaced = router.routeNow({ host: 'web.ns', defaultPort: 80 });
+  assert.deepEqual(replaced?.kind === 'service' && replaced.endpoints.map((e) => e.address), ['10.0.0.2']);
+  for (const host of ['web.ns', 'web.ns.svc.cluster.local']) {
+    const r = router.routeNow({ host, port: 9, defaultPort: 80 });
+    assert.equal(r?.kind === 'passthrough' && r.reason === 'unknown_port' && r.host, host);
+  }
+});
