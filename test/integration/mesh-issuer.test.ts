@@ -186,7 +186,8 @@ test('manifests/identity and the CA manifests of gen-mesh-ca pass server-side dr
     'kind: Pod',
     'metadata: {name: web, namespace: default, annotations: {outrigger.dev/mtls: strict}}',
     'spec: {containers: [{name: app, image: example.invalid/app:1, ports: [{name: http, containerPort: 8080}],',
-    '  readinessProbe: {httpGet: {path: /ready, port: http}}, livenessProbe: {tcpSocket: {port: 8080}}}]}',
+    '  readinessProbe: {httpGet: {path: /ready, port: http}}, livenessProbe: {tcpSocket: {port: 8080}},',
+    '  startupProbe: {grpc: {port: 9090, service: shop.Cart}, timeoutSeconds: 3}}]}',
   ].join('\n');
   const injected = spawnSync(process.execPath, [join(repoRoot, 'src/main.ts'), 'inject', '-f', '-'], {
     input: pod,
@@ -195,6 +196,9 @@ test('manifests/identity and the CA manifests of gen-mesh-ca pass server-side dr
   assert.equal(injected.status, 0, injected.stderr);
   assert.match(injected.stdout, /audience: outrigger-identity/);
   assert.match(injected.stdout, /path: \/app-health\/app\/readyz/);
+  // The gRPC probe too, as an HTTP probe of the admin port (the API server below accepts one handler).
+  assert.match(injected.stdout, /path: \/app-health\/app\/startupz/);
+  assert.doesNotMatch(injected.stdout, /^\s+grpc:/m);
   const r = spawnSync(
     kubectl,
     ['--kubeconfig', cluster.kubeconfigPath, 'apply', '--dry-run=server', '-f', '-'],
