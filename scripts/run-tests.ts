@@ -3,8 +3,11 @@
 import { spawnSync } from 'node:child_process';
 import { globSync } from 'node:fs';
 
-const suites: { name: string; pattern: string; concurrency: number }[] = [
-  { name: 'unit', pattern: 'test/unit/**/*.test.ts', concurrency: 2 },
+// Unit test files run one at a time: the mutual-TLS ones listen on shared 127.0.0.x ports found
+// free a moment earlier, which a file running alongside could take. Each unit test gets at most
+// 2 minutes, so a hang fails its test instead of the whole run's time budget.
+const suites: { name: string; pattern: string; concurrency: number; timeoutMs?: number }[] = [
+  { name: 'unit', pattern: 'test/unit/**/*.test.ts', concurrency: 1, timeoutMs: 120_000 },
   { name: 'integration', pattern: 'test/integration/**/*.test.ts', concurrency: 1 },
   { name: 'e2e', pattern: 'test/e2e/**/*.test.ts', concurrency: 1 },
 ];
@@ -28,7 +31,13 @@ for (const suite of suites) {
   process.stdout.write(`\n== ${suite.name} tests (${files.length} files) ==\n`);
   const r = spawnSync(
     process.execPath,
-    ['--test', `--test-concurrency=${suite.concurrency}`, '--test-reporter=spec', ...files],
+    [
+      '--test',
+      `--test-concurrency=${suite.concurrency}`,
+      ...(suite.timeoutMs ? [`--test-timeout=${suite.timeoutMs}`] : []),
+      '--test-reporter=spec',
+      ...files,
+    ],
     { stdio: 'inherit' },
   );
   if (r.status !== 0) failed = true;
