@@ -1,9 +1,9 @@
-#!/usr/bin/env -S node --max-semi-space-size=2
+#!/usr/bin/env -S node --max-semi-space-size=4
 // Runs the compiled CLI (npm ci builds dist/ through the prepare script).
-// --max-semi-space-size=2: V8's young generation otherwise grows to 64 MB under load; 2 MiB
-// semi-spaces keep `outrigger proxy` at about 100-105 MB RSS under load instead of 140-160 MB,
-// with less CPU per request than 1 MiB (which promotes more to the old generation); figures in
-// docs/benchmarks.md, "Memory". `env -S` passes the flag on Linux and macOS.
+// --max-semi-space-size=4: V8 would otherwise let the young generation grow to 64 MB under load;
+// 4 MiB semi-spaces cost less CPU per request than 1 or 2 MiB (which promote more to the old
+// generation) for no more memory under load; figures in docs/benchmarks.md, "Memory". `env -S`
+// passes the flag on Linux and macOS.
 const major = Number(process.versions.node.split('.')[0]);
 if (major < 24) {
   process.stderr.write(

@@ -240,7 +240,7 @@ interface Child {
 function startChildren(cluster: TestCluster, specs: SidecarSpec[], tuning: ChildStart['tuning']): Child[] {
   const file = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fleet-sidecars.ts');
   return Array.from({ length: PROCS }, (_, p) => {
-    const proc = fork(file, [], { execArgv: ['--max-semi-space-size=2'], stdio: 'inherit' });
+    const proc = fork(file, [], { execArgv: ['--max-semi-space-size=4'], stdio: 'inherit' });
     const mine = specs.filter((_, i) => i % PROCS === p);
     const msg: ChildStart = {
       type: 'start',

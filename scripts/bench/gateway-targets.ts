@@ -128,7 +128,7 @@ export function gatewayTargets(env: GatewayBenchEnv): BenchTarget[] {
         env.launch(
           process.execPath,
           [
-            '--max-semi-space-size=2',
+            '--max-semi-space-size=4',
             env.main,
             'gateway',
             '--token-dir',

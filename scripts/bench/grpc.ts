@@ -90,7 +90,7 @@ async function main(): Promise<void> {
   const source = path.join(dir, 'services.yaml');
   writeFileSync(source, serviceYaml('rpc', 'bench', BACKEND, '10.96.0.61'));
   launch(process.execPath, [
-    '--max-semi-space-size=2',
+    '--max-semi-space-size=4',
     path.join(root, 'src/main.ts'),
     'proxy',
     '--source',

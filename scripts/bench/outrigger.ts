@@ -87,7 +87,7 @@ export function sidecarArgs(o: {
 }): string[] {
   // as the image and bin/outrigger.js run it (docs/benchmarks.md, "Memory"); `4+optimize-for-size`
   // adds V8 flags to a row
-  const [semi = '2', ...flags] = (o.semiSpace ?? '2').split('+');
+  const [semi = '4', ...flags] = (o.semiSpace ?? '4').split('+');
   return [
     ...(semi === 'default' ? [] : [`--max-semi-space-size=${semi}`]),
     ...flags.map((f) => `--${f}`),
@@ -183,7 +183,7 @@ export async function outriggerTargets(env: OutriggerEnv): Promise<BenchTarget[]
       authority: 'two-hop',
       start: () => [
         env.launch(process.execPath, [
-          '--max-semi-space-size=2',
+          '--max-semi-space-size=4',
           path.join(import.meta.dirname, 'mesh-pair-child.ts'),
           mode,
           String(PAIR_EGRESS),

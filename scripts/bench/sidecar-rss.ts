@@ -74,7 +74,7 @@ try {
   }
   const api = new URL(cluster.server);
   const rows: string[] = [];
-  for (const flags of [[], ['--max-semi-space-size=2']]) {
+  for (const flags of [[], ['--max-semi-space-size=4']]) {
     const c = spawn(
       process.execPath,
       [

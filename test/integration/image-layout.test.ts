@@ -1,6 +1,6 @@
 // The container image, without a container engine: the Dockerfile's runtime stage is `dist/` from
 // `tsc -p tsconfig.build.json`, the production dependencies only (`npm ci --omit=dev`),
-// package.json, proto/ and bin/, started as `node --max-semi-space-size=2 /app/dist/main.js`. This
+// package.json, proto/ and bin/, started as `node --max-semi-space-size=4 /app/dist/main.js`. This
 // test lays out the same tree from the installed packages (npm's own list of the production tree,
 // no network) and checks that every role starts from it, that a sidecar routes a request, that the
 // snapshot schema resolves, that nothing is written into the tree (read-only root filesystem), and
@@ -20,7 +20,7 @@ const repo = path.resolve(import.meta.dirname, '../..');
 const root = mkdtempSync(path.join(os.tmpdir(), 'outrigger-image-'));
 const app = path.join(root, 'app');
 const main = path.join(app, 'dist/main.js');
-const ENTRY_FLAGS = ['--max-semi-space-size=2'];
+const ENTRY_FLAGS = ['--max-semi-space-size=4'];
 
 /** Every file under dir with its size and mtime, to prove nothing was written. */
 function listing(dir: string): string[] {
