@@ -24,7 +24,7 @@ const { values: a } = parseArgs({
     workload: { type: 'string', default: 'small' },
     top: { type: 'string', default: '30' },
     keep: { type: 'string' },
-    'semi-space': { type: 'string', default: '2' },
+    'semi-space': { type: 'string', default: '4' },
     sampling: { type: 'string' },
   },
 });
