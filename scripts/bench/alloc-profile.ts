@@ -3,7 +3,7 @@
 // samples, while wrk drives the compiled `outrigger proxy` (or a bare Node pipe, for the floor).
 // Prints bytes allocated per request by allocating frame.
 //   node scripts/bench/alloc-profile.ts [--hop egress|ingress] [--bare undici|raw] [--seconds 4]
-//        [--top 30] [--own]      (--own: only frames outside Node's internals and undici)
+//        [--top 30] [--own] [--sampling RATIO]   (--own: only frames outside Node's internals and undici)
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -23,6 +23,7 @@ const { values: a } = parseArgs({
     seconds: { type: 'string', default: '4' },
     top: { type: 'string', default: '30' },
     own: { type: 'boolean', default: false },
+    sampling: { type: 'string' },
   },
 });
 const PORTS = { egress: benchPort(106), ingress: benchPort(107), admin: benchPort(108) };
@@ -94,7 +95,13 @@ const child = a.bare
         ports: PORTS,
         otlpPort: SINK,
         nodeFlags: [inspect],
-        extra: ['--app-port', String(BACKEND_PORT), '--drain-seconds', '1'],
+        extra: [
+          '--app-port',
+          String(BACKEND_PORT),
+          '--drain-seconds',
+          '1',
+          ...(a.sampling ? ['--trace-sampling', a.sampling] : []),
+        ],
       }),
       { stdio: 'ignore' },
     );
