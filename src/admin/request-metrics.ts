@@ -13,10 +13,15 @@ interface Series {
   /** `direction="egress",service="ns/web",...`, escaped. */
   labels: string;
   count: number;
+}
+
+interface HistogramSeries extends Series {
   sum: number;
   /** Observations per bucket (not cumulative), the last one for +Inf. */
   buckets: number[];
 }
+
+type Slot<S> = Map<string | number, S>;
 
 /** Series rendered between two turns of the event loop. */
 const BATCH = 100;
@@ -25,18 +30,18 @@ const BATCH = 100;
  * Series indexed by direction, then Service, then caller, then a last key (status, or status and
  * error code): nested maps, so that finding one builds no key string.
  */
-class SeriesIndex {
-  readonly #root = new Map<string, Map<string, Map<string, Map<string | number, Series>>>>();
-  readonly all: Series[] = [];
+class SeriesIndex<S> {
+  readonly #root = new Map<string, Map<string, Map<string, Slot<S>>>>();
+  readonly all: S[] = [];
 
-  get(direction: string, service: string, caller: string, key: string | number, make: () => Series): Series {
-    const byKey = level(level(level(this.#root, direction), service), caller);
-    let s = byKey.get(key);
-    if (!s) {
-      s = make();
-      byKey.set(key, s);
-      this.all.push(s);
-    }
+  /** The series of one direction, Service and caller, by their last key. */
+  slot(direction: string, service: string, caller: string): Slot<S> {
+    return level(level(level(this.#root, direction), service), caller);
+  }
+
+  add(slot: Slot<S>, key: string | number, s: S): S {
+    slot.set(key, s);
+    this.all.push(s);
     return s;
   }
 
@@ -53,10 +58,10 @@ function level<K, V>(parent: Map<string, Map<K, V>>, key: string): Map<K, V> {
 }
 
 /** A metric rendered by its owner at scrape time: HELP, TYPE and its samples. */
-abstract class Rendered {
+abstract class Rendered<S> {
   readonly name: string;
   readonly #header: string;
-  protected readonly index = new SeriesIndex();
+  protected readonly index = new SeriesIndex<S>();
 
   constructor(name: string, help: string, type: 'counter' | 'histogram') {
     this.name = name;
@@ -78,7 +83,7 @@ abstract class Rendered {
     this.index.reset();
   }
 
-  protected abstract lines(s: Series, out: string[]): void;
+  protected abstract lines(s: S, out: string[]): void;
 }
 
 /** The label text of a series, escaped as the Prometheus text format wants. */
@@ -93,19 +98,21 @@ function escapeHelp(help: string): string {
 }
 
 /** outrigger_requests_total: by direction, Service, caller, status and proxy error code. */
-export class RequestCounter extends Rendered {
+export class RequestCounter extends Rendered<Series> {
   constructor(name: string, help: string) {
     super(name, help, 'counter');
   }
 
   inc(direction: string, service: string, caller: string, status: number, error: string): void {
     const key = error === '' ? status : `${status} ${error}`;
-    this.index.get(direction, service, caller, key, () => ({
-      labels: labelText({ direction, service, caller, status: String(status), error }),
-      count: 0,
-      sum: 0,
-      buckets: [],
-    })).count++;
+    const slot = this.index.slot(direction, service, caller);
+    const s =
+      slot.get(key) ??
+      this.index.add(slot, key, {
+        labels: labelText({ direction, service, caller, status: String(status), error }),
+        count: 0,
+      });
+    s.count++;
   }
 
   protected lines(s: Series, out: string[]): void {
@@ -114,7 +121,7 @@ export class RequestCounter extends Rendered {
 }
 
 /** outrigger_request_duration_seconds: by direction, Service and caller. */
-export class LatencyHistogram extends Rendered {
+export class LatencyHistogram extends Rendered<HistogramSeries> {
   readonly #bounds: readonly number[];
 
   constructor(name: string, help: string, bounds: readonly number[]) {
@@ -123,12 +130,15 @@ export class LatencyHistogram extends Rendered {
   }
 
   observe(direction: string, service: string, caller: string, seconds: number): void {
-    const s = this.index.get(direction, service, caller, '', () => ({
-      labels: labelText({ direction, service, caller }),
-      count: 0,
-      sum: 0,
-      buckets: new Array<number>(this.#bounds.length + 1).fill(0),
-    }));
+    const slot = this.index.slot(direction, service, caller);
+    const s =
+      slot.get('') ??
+      this.index.add(slot, '', {
+        labels: labelText({ direction, service, caller }),
+        count: 0,
+        sum: 0,
+        buckets: new Array<number>(this.#bounds.length + 1).fill(0),
+      });
     const bounds = this.#bounds;
     let i = 0;
     while (i < bounds.length && seconds > bounds[i]!) i++;
@@ -137,7 +147,7 @@ export class LatencyHistogram extends Rendered {
     s.sum += seconds;
   }
 
-  protected lines(s: Series, out: string[]): void {
+  protected lines(s: HistogramSeries, out: string[]): void {
     // As prom-client renders its histograms: `le` first, then the series' labels.
     const name = this.name;
     let acc = 0;

@@ -86,6 +86,16 @@ export function decideNow(
 
 const NOTHING_LOOKED_UP: ReadonlyMap<string, boolean> = new Map();
 
+/** Whether host:port is one of ours, from the address itself or a lookup already made. */
+function ownNow(
+  policy: EgressPolicy,
+  looked: ReadonlyMap<string, boolean>,
+  host: string,
+  port: number,
+): boolean | undefined {
+  return isOwnDestinationNow(host, port, policy.ownPorts) ?? looked.get(`${host}:${port}`);
+}
+
 /** The decision once the route is known; undefined when an own-port name was not looked up. */
 function decideWith(
   policy: EgressPolicy,
@@ -95,8 +105,6 @@ function decideWith(
   route: Route,
   looked: ReadonlyMap<string, boolean>,
 ): Decision | undefined {
-  const own = (host: string, port: number): boolean | undefined =>
-    isOwnDestinationNow(host, port, policy.ownPorts) ?? looked.get(`${host}:${port}`);
   if (route.kind === 'passthrough') {
     if (policy.egressPolicy === 'cluster-only')
       return {
@@ -106,7 +114,7 @@ function decideWith(
       };
     const target =
       original && route.reason !== 'external_name' ? original : { address: route.host, port: route.port };
-    const isOwn = own(target.address, target.port);
+    const isOwn = ownNow(policy, looked, target.address, target.port);
     if (isOwn === undefined) return undefined;
     return isOwn ? loop(target.address, target.port) : single(policy, target, route.serviceKey);
   }
@@ -126,7 +134,7 @@ function decideWith(
   const balancer = policy.balancers.routed(serviceKey, ids);
   // Last-known-good rule 4: stale endpoints that all keep failing give way to the cluster's own path.
   if (route.stale && original && balancer.allEjected(ids))
-    return own(original.address, original.port)
+    return ownNow(policy, looked, original.address, original.port)
       ? loop(original.address, original.port)
       : single(policy, original, serviceKey, route.stale);
   const affinity = service.sessionAffinity === 'ClientIP';
