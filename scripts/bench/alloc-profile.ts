@@ -4,16 +4,12 @@
 // Prints bytes allocated per request by allocating frame.
 //   node scripts/bench/alloc-profile.ts [--hop egress|ingress] [--bare undici|raw] [--seconds 4]
 //        [--top 30] [--own] [--sampling RATIO]   (--own: only frames outside Node's internals and undici)
-import { spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { httpGet } from '../../test/harness/http-get.ts';
-import { serviceYaml } from '../../test/harness/tracing-relay.ts';
-import { compiledBuild } from './build.ts';
-import { sidecarArgs } from './outrigger.ts';
-import { BACKEND_PORT, startBackend } from './peers.ts';
-import { benchPort, dir, launch, sleep, waitPort } from './procs.ts';
+import { PORTS, startSidecar, startStage, untilAnswers } from './lone-sidecar.ts';
+import { BACKEND_PORT } from './peers.ts';
+import { benchPort, launch } from './procs.ts';
 import { WORKLOADS, wrk } from './workloads.ts';
 
 const { values: a } = parseArgs({
@@ -26,8 +22,6 @@ const { values: a } = parseArgs({
     sampling: { type: 'string' },
   },
 });
-const PORTS = { egress: benchPort(106), ingress: benchPort(107), admin: benchPort(108) };
-const SINK = benchPort(115);
 const INSPECTOR = benchPort(117);
 const ms = Math.min(30, Math.max(1, Number(a.seconds))) * 1000;
 
@@ -70,46 +64,16 @@ function bySite(root: SampledNode): Map<string, number> {
   return sites;
 }
 
-startBackend();
-await waitPort(BACKEND_PORT);
-const source = path.join(dir, 'services.yaml');
-writeFileSync(source, serviceYaml('one-hop', 'bench', BACKEND_PORT, '10.96.0.51'));
-const sink = launch(process.execPath, [
-  '-e',
-  `require('http').createServer((q,s)=>{q.resume();q.on('end',()=>s.end())}).listen(${SINK},'127.0.0.1')`,
-]);
+await startStage();
 const inspect = `--inspect=127.0.0.1:${INSPECTOR}`;
 const port = a.hop === 'ingress' && !a.bare ? PORTS.ingress : PORTS.egress;
 const authority = a.hop === 'ingress' ? 'app' : 'one-hop';
-const child = a.bare
-  ? spawn(
-      process.execPath,
-      [inspect, path.resolve('scripts/bench/node-proxies.ts'), a.bare, String(port), String(BACKEND_PORT)],
-      { stdio: 'ignore' },
-    )
-  : spawn(
-      process.execPath,
-      sidecarArgs({
-        main: compiledBuild().main,
-        source,
-        ports: PORTS,
-        otlpPort: SINK,
-        nodeFlags: [inspect],
-        extra: [
-          '--app-port',
-          String(BACKEND_PORT),
-          '--drain-seconds',
-          '1',
-          ...(a.sampling ? ['--trace-sampling', a.sampling] : []),
-        ],
-      }),
-      { stdio: 'ignore' },
-    );
-const [readyPort, readyPath] = a.bare ? [port, '/'] : [PORTS.admin, '/readyz'];
-for (let i = 0; (await httpGet(readyPort, readyPath).catch(() => ({ status: 0 }))).status !== 200; i++) {
-  if (i > 200) throw new Error('the proxy did not become ready');
-  await sleep(100);
-}
+let child: ChildProcess;
+if (a.bare) {
+  const pipe = path.resolve('scripts/bench/node-proxies.ts');
+  child = launch(process.execPath, [inspect, pipe, a.bare, String(port), String(BACKEND_PORT)]);
+  await untilAnswers(port, '/');
+} else child = await startSidecar({ nodeFlags: [inspect], ...(a.sampling ? { sampling: a.sampling } : {}) });
 const call = await inspector(INSPECTOR);
 await call('HeapProfiler.enable');
 wrk(port, authority, 1_500, 50, WORKLOADS[0]); // warm-up: optimised code, pools filled
@@ -122,7 +86,6 @@ const r = wrk(port, authority, ms, 50, WORKLOADS[0]);
 if (!r) throw new Error('wrk is needed: apt-get install wrk');
 const { profile } = (await call('HeapProfiler.stopSampling')) as { profile: { head: SampledNode } };
 child.kill('SIGKILL');
-sink.kill('SIGKILL');
 const sites = bySite(profile.head);
 const total = [...sites.values()].reduce((x, y) => x + y, 0);
 const shown = [...sites]

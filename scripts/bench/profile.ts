@@ -4,16 +4,12 @@
 //   node scripts/bench/profile.ts [--hop egress|ingress] [--seconds 10] [--connections 50]
 //        [--workload small] [--sampling RATIO] [--top 30] [--keep DIR]     (--keep saves the .cpuprofile, e.g. for a flame graph)
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { httpGet } from '../../test/harness/http-get.ts';
-import { serviceYaml } from '../../test/harness/tracing-relay.ts';
-import { compiledBuild } from './build.ts';
 import { closedLoop } from './loadgen.ts';
-import { sidecarArgs } from './outrigger.ts';
-import { BACKEND_PORT, startBackend } from './peers.ts';
-import { benchPort, dir, launch, sleep, waitPort } from './procs.ts';
+import { PORTS, startSidecar, startStage } from './lone-sidecar.ts';
+import { dir } from './procs.ts';
 import { WORKLOADS, wrk } from './workloads.ts';
 
 const { values: a } = parseArgs({
@@ -28,8 +24,6 @@ const { values: a } = parseArgs({
     sampling: { type: 'string' },
   },
 });
-const PORTS = { egress: benchPort(106), ingress: benchPort(107), admin: benchPort(108) };
-const SINK = benchPort(115);
 const workload = WORKLOADS.find((w) => w.name === a.workload) ?? WORKLOADS[0]!;
 const ms = Math.min(60, Math.max(2, Number(a.seconds))) * 1000;
 
@@ -100,39 +94,14 @@ function summarize(p: CpuProfile, requests: number, top: number): string {
   return lines.join('\n');
 }
 
-startBackend();
-await waitPort(BACKEND_PORT);
-const build = compiledBuild();
-const source = path.join(dir, 'services.yaml');
-writeFileSync(source, serviceYaml('one-hop', 'bench', BACKEND_PORT, '10.96.0.51'));
+await startStage();
 const profDir = path.join(dir, 'prof');
 mkdirSync(profDir);
-const sink = launch(process.execPath, [
-  '-e',
-  `require('http').createServer((q,s)=>{q.resume();q.on('end',()=>s.end())}).listen(${SINK},'127.0.0.1')`,
-]);
-const child = launch(
-  process.execPath,
-  sidecarArgs({
-    main: build.main,
-    source,
-    ports: PORTS,
-    otlpPort: SINK,
-    semiSpace: a['semi-space'],
-    nodeFlags: ['--cpu-prof', '--cpu-prof-dir', profDir],
-    extra: [
-      '--app-port',
-      String(BACKEND_PORT),
-      '--drain-seconds',
-      '1',
-      ...(a.sampling ? ['--trace-sampling', a.sampling] : []),
-    ],
-  }),
-);
-for (let i = 0; (await httpGet(PORTS.admin, '/readyz')).status !== 200; i++) {
-  if (i > 200) throw new Error('sidecar not ready');
-  await sleep(100);
-}
+const child = await startSidecar({
+  nodeFlags: ['--cpu-prof', '--cpu-prof-dir', profDir],
+  semiSpace: a['semi-space'],
+  ...(a.sampling ? { sampling: a.sampling } : {}),
+});
 const port = a.hop === 'ingress' ? PORTS.ingress : PORTS.egress;
 const authority = a.hop === 'ingress' ? 'app' : 'one-hop';
 await closedLoop({ host: '127.0.0.1', port, authority }, { connections: 50, durationMs: 2_000 });
@@ -140,7 +109,6 @@ const r = wrk(port, authority, ms, Number(a.connections), workload);
 if (!r) throw new Error('wrk is needed: apt-get install wrk');
 child.kill('SIGTERM');
 await new Promise((resolve) => child.once('exit', resolve));
-sink.kill('SIGKILL');
 const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'));
 if (!file) throw new Error('no .cpuprofile written');
 if (a.keep) {
