@@ -16,6 +16,17 @@ const TIE_BAND = 0.1;
 /** How an attempt ended, as far as endpoint health is concerned. */
 export type Outcome = 'success' | 'connect_failure' | 'server_error' | 'timeout' | 'cancelled';
 
+/** One attempt's feedback: called once with how the attempt ended. */
+export interface AttemptFeedback {
+  (outcome: Outcome): void;
+  /**
+   * The request is now on a ready connection. Its latency counts from here, as Linkerd's balancer
+   * measures only requests on ready connections: an endpoint whose first call paid for the
+   * connection (or a TLS handshake on a busy machine) is not shunned while its peak decays.
+   */
+  ready?: () => void;
+}
+
 export interface BalancerOptions {
   algorithm: Algorithm;
   clock: Clock;
@@ -99,12 +110,13 @@ export class ServiceBalancer {
   }
 
   /** Marks an attempt in flight; call the returned function exactly once when it ends. */
-  start(id: string): (outcome: Outcome) => void {
+  start(id: string): AttemptFeedback {
     const state = this.#state(id);
-    const startedAt = this.#o.clock.now();
+    let startedAt = this.#o.clock.now();
+    let ready = false;
     state.ewma.pending++;
     let done = false;
-    return (outcome) => {
+    const end = (outcome: Outcome): void => {
       if (done) return;
       done = true;
       state.ewma.pending--;
@@ -120,6 +132,13 @@ export class ServiceBalancer {
       if (outcome === 'timeout') return;
       if (state.outlier.failure(now, this.#o.outlier)) this.#o.onEject?.(this.service, id);
     };
+    return Object.assign(end, {
+      ready: () => {
+        if (ready || done) return;
+        ready = true;
+        startedAt = this.#o.clock.now();
+      },
+    });
   }
 
   /** Forgets endpoints that are no longer in the Service. */

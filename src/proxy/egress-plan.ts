@@ -1,5 +1,5 @@
 import { isIP } from 'node:net';
-import type { Balancers, ServiceBalancer } from '../balance/balancer.ts';
+import type { Balancers, Outcome, ServiceBalancer } from '../balance/balancer.ts';
 import type { AffinityTable } from '../routing/affinity.ts';
 import type { Destination as RouteDestination, Route, Router } from '../routing/router.ts';
 import type { Destination } from './capture-port.ts';
@@ -231,10 +231,11 @@ export function balancedAttempts(
     canTry: (tried) => ids.some((id) => !tried.has(id)),
     start: (up) => {
       const done = balancer.start(up.id);
-      return (outcome) => {
+      const end = (outcome: Outcome): void => {
         if (outcome === 'connect_failure') policy.onConnectError?.(service);
         done(outcome);
       };
+      return done.ready ? Object.assign(end, { ready: done.ready }) : end;
     },
     retryStatuses: policy.retryStatuses,
     maxAttempts: policy.maxAttempts,

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import './http-proxy-shim.ts';
 import httpProxy from 'http-proxy';
-import type { Outcome } from '../balance/balancer.ts';
+import type { AttemptFeedback } from '../balance/balancer.ts';
 import { errorMessage } from '../shared/errors.ts';
 import { BodyReplay } from './body-replay.ts';
 import { IDEMPOTENT, requestFraming } from './headers.ts';
@@ -32,7 +32,7 @@ export interface ForwardPlan {
   /** Whether an endpoint not yet tried is left (no side effects). */
   canTry(tried: ReadonlySet<string>): boolean;
   /** Balancer feedback for one attempt. */
-  start(up: Upstream): (outcome: Outcome) => void;
+  start(up: Upstream): AttemptFeedback;
   retryStatuses: ReadonlySet<number>;
   maxAttempts: number;
   budget?: { tryWithdraw(): boolean };
@@ -156,7 +156,7 @@ class ForwardCall implements AttemptSpec {
   #up: Upstream | undefined;
   /** Endpoints tried, once there is more than one attempt. */
   #tried: Set<string> | undefined;
-  #feedback: ((outcome: Outcome) => void) | undefined;
+  #feedback: AttemptFeedback | undefined;
   #last: AttemptResult | undefined;
   #status = 0;
 
@@ -231,6 +231,7 @@ class ForwardCall implements AttemptSpec {
   }
 
   onConnected(): void {
+    this.#feedback?.ready?.();
     this.#replay?.connected();
   }
 

@@ -117,14 +117,9 @@ export class H2Forwarder {
       }
       tried.add(up.id);
       hop.setEndpoint(up.host, up.port);
-      // The balancer times the stream, not the session set-up: an endpoint's first call pays
-      // for its connection, and peak-EWMA would otherwise shun it for many seconds.
-      let started: ((o: Outcome) => void) | undefined;
-      const begin = (): void => void (started ??= plan.start(up));
-      const done = (o: Outcome): void => {
-        begin();
-        started?.(o);
-      };
+      // The balancer times the stream, not the session set-up (see AttemptFeedback.ready).
+      const done = plan.start(up);
+      const begin = (): void => done.ready?.();
       const headers = { ...call.headers };
       const left = remaining();
       if (left !== undefined) headers['grpc-timeout'] = formatGrpcTimeout(left);
