@@ -8,7 +8,7 @@ import { answerError } from '../proxy/h2/forward.ts';
 import { isGrpc } from '../proxy/h2/grpc.ts';
 import { createLimitedServer, type ServerLimits } from '../proxy/server.ts';
 import { streamServer, type H2StreamHandler, type StreamServer } from '../proxy/h2/stream-server.ts';
-import { detect } from '../proxy/sniff.ts';
+import { detect, type Reclaim } from '../proxy/sniff.ts';
 import { sendError } from '../proxy/status.ts';
 import type { Clock, Timer } from '../shared/clock.ts';
 import { listenOn } from '../shared/listen.ts';
@@ -39,8 +39,8 @@ export interface MeshHandlers {
   onRequest: (req: IncomingMessage, res: ServerResponse) => void;
   /** h2: each stream, to the app over h2c. */
   onStream?: H2StreamHandler;
-  /** outrigger-tcp: the decrypted byte stream, to the app port. */
-  onTcp?: (socket: Socket) => void;
+  /** outrigger-tcp: the decrypted byte stream, to the app port (see Detected.tcp for reclaim). */
+  onTcp?: (socket: Socket, reclaim?: Reclaim) => void;
 }
 
 export interface MeshListenerOptions {

@@ -8,7 +8,7 @@ import type { EgressHandler } from './egress.ts';
 import { streamServer, type H2StreamHandler, type StreamServer } from './h2/stream-server.ts';
 import type { IngressHandler } from './ingress.ts';
 import { createLimitedServer, type ServerLimits, type StreamHandlers } from './server.ts';
-import { detect } from './sniff.ts';
+import { detect, type Reclaim } from './sniff.ts';
 
 /**
  * The egress and ingress listeners and their lifecycle. Under transparent capture each listener
@@ -80,7 +80,7 @@ export class Sidecar {
         if (this.#draining) res.setHeader('connection', 'close');
         o.ingress.handler.onRequest(req, res);
       },
-      (s) => o.ingress.handler.onTcp(s),
+      (s, reclaim) => o.ingress.handler.onTcp(s, reclaim),
       { upgrade: o.ingress.handler.onUpgrade },
       o.ingress.h2,
     );
@@ -162,7 +162,7 @@ export class Sidecar {
   #listener(
     name: 'egress' | 'ingress',
     onRequest: (req: IncomingMessage, res: ServerResponse) => void,
-    onTcp: (s: Socket) => void,
+    onTcp: (s: Socket, reclaim?: Reclaim) => void,
     streams: StreamHandlers,
     h2?: H2StreamHandler,
   ): Listener {
@@ -247,7 +247,7 @@ export class Sidecar {
     );
   }
 
-  #sniff(socket: Socket, l: Listener, onTcp: (s: Socket) => void): void {
+  #sniff(socket: Socket, l: Listener, onTcp: (s: Socket, reclaim?: Reclaim) => void): void {
     socket.on('error', () => socket.destroy());
     detect(socket, this.#o.clock, this.#o.detectTimeoutMs, {
       http: l.http,

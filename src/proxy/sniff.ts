@@ -51,10 +51,17 @@ export function classify(buf: Buffer, final: boolean): StreamKind | 'more' {
   return atLimit ? 'http' : 'more';
 }
 
+/**
+ * Takes back a stream that was handed over as TCP because its client stayed silent, once the
+ * client's first bytes turn out to be HTTP (see firstWords); head holds those bytes.
+ */
+export type Reclaim = (head: Buffer) => void;
+
 export interface Detected {
   http: Server;
   h2?: StreamServer;
-  tcp: (socket: Socket) => void;
+  /** reclaim is given when the client said nothing yet: its first bytes must still be checked. */
+  tcp: (socket: Socket, reclaim?: Reclaim) => void;
 }
 
 /**
@@ -65,18 +72,22 @@ export interface Detected {
 export function detect(socket: Socket, clock: Clock, timeoutMs: number, to: Detected): void {
   const chunks: Buffer[] = [];
   let decided = false;
+  const handOver = (kind: StreamKind, head: Buffer, reclaim?: Reclaim): void => {
+    socket.pause();
+    if (kind === 'h2' && to.h2) return to.h2.serve(socket, head);
+    if (head.length > 0) socket.unshift(head);
+    if (kind === 'http') {
+      to.http.emit('connection', socket);
+      socket.resume();
+    } else to.tcp(socket, reclaim);
+  };
+  const reclaim: Reclaim = (head) => handOver(classify(head, true) === 'h2' ? 'h2' : 'http', head);
   const decide = (kind: StreamKind): void => {
     if (decided) return;
     decided = true;
     timer.cancel();
     socket.off('data', onData);
-    socket.pause();
-    if (kind === 'h2' && to.h2) return to.h2.serve(socket, Buffer.concat(chunks));
-    if (chunks.length > 0) socket.unshift(Buffer.concat(chunks));
-    if (kind === 'http') {
-      to.http.emit('connection', socket);
-      socket.resume();
-    } else to.tcp(socket);
+    handOver(kind, Buffer.concat(chunks), chunks.length === 0 ? reclaim : undefined);
   };
   const timer = clock.setTimer(timeoutMs, () => {
     const c = classify(Buffer.concat(chunks), true);
@@ -88,4 +99,43 @@ export function detect(socket: Socket, clock: Clock, timeoutMs: number, to: Dete
     if (c !== 'more') decide(c);
   };
   socket.on('data', onData);
+}
+
+/**
+ * A silent client's stream once the app is connected: a server-speaks-first app greets, and the
+ * stream is the app's ('tcp'). A client that speaks first instead is classified like any other:
+ * an HTTP request goes back to the parser ('http', with its bytes), since streaming it would let
+ * the client write the app headers the sidecar sets (an HTTP server never speaks first, so nothing
+ * was lost). Either socket closing or falling idle ends both ('closed'). Both are left paused; the
+ * app's greeting has been passed on, the client's bytes are returned.
+ */
+export function firstWords(
+  client: Socket,
+  app: Socket,
+  idleMs: number,
+): Promise<{ kind: 'tcp' | 'http' | 'closed'; head: Buffer }> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    const finish = (kind: 'tcp' | 'http' | 'closed'): void => {
+      client.off('data', fromClient).off('close', closed).setTimeout(0, closed).pause();
+      app.off('data', fromApp).off('close', closed).off('error', closed).pause();
+      if (kind === 'closed') {
+        client.destroy();
+        app.destroy();
+      }
+      resolve({ kind, head: Buffer.concat(chunks) });
+    };
+    const fromApp = (d: Buffer): void => {
+      client.write(d);
+      finish('tcp');
+    };
+    const fromClient = (d: Buffer): void => {
+      chunks.push(d);
+      const c = classify(Buffer.concat(chunks), false);
+      if (c !== 'more') finish(c === 'tcp' ? 'tcp' : 'http');
+    };
+    const closed = (): void => finish('closed');
+    client.on('data', fromClient).once('close', closed).setTimeout(idleMs, closed).resume();
+    app.on('data', fromApp).once('close', closed).on('error', closed).resume();
+  });
 }

@@ -1,12 +1,14 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createServer as createHttpServer } from 'node:http';
+import { connect, createServer, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { MeshTls, MESH_ALPN, sniForPort } from '../../../src/mesh/mesh-tls.ts';
 import { credentialsFor, fixedSources, testCa } from '../../harness/mesh.ts';
 import { forgedIdentityCorpus, FORGED_IDENTITY } from '../proxy/corpus.ts';
 import { exchange, raw, startProxy, type Proxy } from '../proxy/harness.ts';
 import { ep, service } from '../routing/fixtures.ts';
-import { API, app, freePort, meshedSidecar, TD, WEB } from './mesh-harness.ts';
+import { API, app, freePort, listen, meshedSidecar, TD, WEB } from './mesh-harness.ts';
 
 /**
  * The forged-identity corpus through every way bytes reach an app: the plaintext ingress under
@@ -22,18 +24,24 @@ let plaintext: Proxy;
 let client: Awaited<ReturnType<typeof meshedSidecar>>;
 let listenerPort: number;
 let apiPort: number;
+/** The transparent ingress's original destination port (the app's, unless a test says otherwise). */
+let destination: number;
+let watched: Awaited<ReturnType<typeof watchedApp>>;
 let webTls: MeshTls;
 
 before(async () => {
   const ca = await testCa();
   // The server pod on 127.0.0.2 (127.0.0.2 plays its pod IP for the transparent ingress too).
   apiPort = await app('127.0.0.2', scope);
+  destination = apiPort;
+  watched = await watchedApp();
   plaintext = await startProxy(
     { capture: 'transparent', appPorts: [apiPort] },
     {
-      originalDestination: () => ({ address: '127.0.0.2', port: apiPort }),
+      originalDestination: () => ({ address: '127.0.0.2', port: destination }),
       isPodAddress: (a) => a === '127.0.0.2',
-      detectTimeoutMs: 2_000,
+      // Long enough for every corpus case to arrive at once; the silent clients below wait it out.
+      detectTimeoutMs: 1_000,
     },
   );
   cleanups.push(() => plaintext.close());
@@ -42,7 +50,7 @@ before(async () => {
     host: '127.0.0.2',
     meshPort: listenerPort,
     tls: new MeshTls(fixedSources(await credentialsFor(ca, API), ca.trustBundle), TD),
-    appPorts: [apiPort],
+    appPorts: [apiPort, watched.port],
   });
   webTls = new MeshTls(fixedSources(await credentialsFor(ca, WEB), ca.trustBundle), TD);
   client = await meshedSidecar(scope, { host: '127.0.0.1', meshPort: listenerPort, tls: webTls });
@@ -53,17 +61,30 @@ after(async () => {
   for (const fn of cleanups.reverse()) await fn();
 });
 
-/** Everything a mesh-certified client reads back after sending data on a TCP stream to the app port. */
-function overMeshTcp(data: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const s = tlsConnect({
-      host: '127.0.0.2',
-      port: listenerPort,
-      servername: sniForPort(apiPort),
-      secureContext: webTls.context(),
-      checkServerIdentity: webTls.checkServerIdentity,
-      ALPNProtocols: [MESH_ALPN.tcp],
-    });
+/** An app like app() that also tells when the next connection to it arrives. */
+async function watchedApp() {
+  let waiting: (() => void)[] = [];
+  const server = createHttpServer((req, res) =>
+    res.end(JSON.stringify({ xfcc: req.headers['x-forwarded-client-cert'] ?? null })),
+  );
+  server.on('connection', () => {
+    for (const w of waiting.splice(0)) w();
+  });
+  cleanups.push(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  const port = await listen(server, '127.0.0.2');
+  waiting = [];
+  return { port, connected: () => new Promise<void>((r) => waiting.push(r)) };
+}
+
+/**
+ * Everything the client reads back after sending data (after `ready`, when given) until the
+ * connection closes (bounded).
+ */
+function collect(s: Socket, data: string, ready: Promise<void> = Promise.resolve()): Promise<string> {
+  return new Promise((resolve) => {
     let out = '';
     const timer = setTimeout(() => {
       s.destroy();
@@ -71,15 +92,31 @@ function overMeshTcp(data: string): Promise<string> {
     }, 5_000);
     s.setEncoding('latin1');
     s.on('data', (d: string) => (out += d));
-    s.once('secureConnect', () => {
-      if (s.alpnProtocol !== MESH_ALPN.tcp) reject(new Error(`ALPN ${String(s.alpnProtocol)}`));
-      s.write(data, 'latin1');
-    });
     s.on('error', () => {});
     s.on('close', () => {
       clearTimeout(timer);
       resolve(out);
     });
+    void ready.then(() => s.write(data, 'latin1'));
+  });
+}
+
+/** Everything a mesh-certified client reads back after sending data on a TCP stream to the app port. */
+function overMeshTcp(data: string, port = apiPort, ready?: () => Promise<void>): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const s = tlsConnect({
+      host: '127.0.0.2',
+      port: listenerPort,
+      servername: sniForPort(port),
+      secureContext: webTls.context(),
+      checkServerIdentity: webTls.checkServerIdentity,
+      ALPNProtocols: [MESH_ALPN.tcp],
+    });
+    s.once('secureConnect', () => {
+      if (s.alpnProtocol !== MESH_ALPN.tcp) reject(new Error(`ALPN ${String(s.alpnProtocol)}`));
+      resolve(collect(s, data, ready?.()));
+    });
+    s.once('error', reject);
   });
 }
 
@@ -116,4 +153,55 @@ describe('a forged x-forwarded-client-cert never reaches the app', () => {
       check(reply.slice(established.length), `By=${API};URI=${WEB}`);
     });
   }
+});
+
+describe('a client that stays silent until its stream went to the app as TCP, then sends HTTP', () => {
+  const request = forgedIdentityCorpus[0]?.data ?? '';
+
+  test('plaintext transparent ingress: the request is parsed, not streamed', async () => {
+    destination = watched.port;
+    try {
+      const connected = watched.connected();
+      const s = connect({ host: '127.0.0.1', port: plaintext.ingress });
+      check(await collect(s, request, connected), null);
+    } finally {
+      destination = apiPort;
+    }
+  });
+
+  test('TCP stream on the mesh port: the request is parsed, not streamed', async () => {
+    const connected = watched.connected();
+    check(await overMeshTcp(request, watched.port, () => connected), `By=${API};URI=${WEB}`);
+  });
+
+  test('an app that speaks first keeps its stream: what the client then sends is streamed', async () => {
+    const greeter = createServer((s) => {
+      s.on('error', () => {});
+      s.write('220 hello\r\n');
+      s.pipe(s);
+    });
+    cleanups.push(() => greeter.close());
+    destination = await listen(greeter, '127.0.0.2');
+    try {
+      const s = connect({ host: '127.0.0.1', port: plaintext.ingress });
+      const got = await new Promise<string>((resolve, reject) => {
+        let out = '';
+        const timer = setTimeout(() => reject(new Error(`timeout: ${JSON.stringify(out)}`)), 5_000);
+        s.setEncoding('latin1');
+        s.on('data', (d: string) => {
+          out += d;
+          if (out === '220 hello\r\n') s.write('GET / HTTP/1.1\r\n');
+          if (out.endsWith('HTTP/1.1\r\n')) {
+            clearTimeout(timer);
+            s.destroy();
+            resolve(out);
+          }
+        });
+        s.on('error', reject);
+      });
+      assert.equal(got, '220 hello\r\nGET / HTTP/1.1\r\n');
+    } finally {
+      destination = apiPort;
+    }
+  });
 });
