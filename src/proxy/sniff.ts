@@ -99,6 +99,11 @@ export function detect(socket: Socket, clock: Clock, timeoutMs: number, to: Dete
     if (c !== 'more') decide(c);
   };
   socket.on('data', onData);
+  // A client gone before it was classified is nobody's: the app is not dialled for it.
+  socket.once('close', () => {
+    decided = true;
+    timer.cancel();
+  });
 }
 
 /**
@@ -135,6 +140,7 @@ export function firstWords(
       if (c !== 'more') finish(c === 'tcp' ? 'tcp' : 'http');
     };
     const closed = (): void => finish('closed');
+    if (client.destroyed || app.destroyed) return closed();
     client.on('data', fromClient).once('close', closed).setTimeout(idleMs, closed).resume();
     app.on('data', fromApp).once('close', closed).on('error', closed).resume();
   });
