@@ -1,11 +1,13 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer as createHttpServer } from 'node:http';
+import { connect as h2Connect } from 'node:http2';
 import { connect, createServer, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { MeshTls, MESH_ALPN, sniForPort } from '../../../src/mesh/mesh-tls.ts';
 import { credentialsFor, fixedSources, testCa } from '../../harness/mesh.ts';
 import { forgedIdentityCorpus, FORGED_IDENTITY } from '../proxy/corpus.ts';
+import { grpcHeaders, h2Request, startH2Backend, type H2Backend } from '../proxy/h2/h2-harness.ts';
 import { exchange, raw, startProxy, type Proxy } from '../proxy/harness.ts';
 import { ep, service } from '../routing/fixtures.ts';
 import { API, app, freePort, listen, meshedSidecar, TD, WEB } from './mesh-harness.ts';
@@ -27,6 +29,7 @@ let apiPort: number;
 /** The transparent ingress's original destination port (the app's, unless a test says otherwise). */
 let destination: number;
 let watched: Awaited<ReturnType<typeof watchedApp>>;
+let h2App: H2Backend;
 let webTls: MeshTls;
 
 before(async () => {
@@ -35,6 +38,8 @@ before(async () => {
   apiPort = await app('127.0.0.2', scope);
   destination = apiPort;
   watched = await watchedApp();
+  h2App = await startH2Backend(undefined, {}, '127.0.0.2');
+  cleanups.push(() => h2App.close());
   plaintext = await startProxy(
     { capture: 'transparent', appPorts: [apiPort] },
     {
@@ -50,7 +55,7 @@ before(async () => {
     host: '127.0.0.2',
     meshPort: listenerPort,
     tls: new MeshTls(fixedSources(await credentialsFor(ca, API), ca.trustBundle), TD),
-    appPorts: [apiPort, watched.port],
+    appPorts: [apiPort, watched.port, h2App.port],
   });
   webTls = new MeshTls(fixedSources(await credentialsFor(ca, WEB), ca.trustBundle), TD);
   client = await meshedSidecar(scope, { host: '127.0.0.1', meshPort: listenerPort, tls: webTls });
@@ -101,17 +106,22 @@ function collect(s: Socket, data: string, ready: Promise<void> = Promise.resolve
   });
 }
 
+/** A TLS connection to the mesh port with a real mesh certificate, ALPN outrigger-tcp, for an app port. */
+function meshTcp(port: number) {
+  return tlsConnect({
+    host: '127.0.0.2',
+    port: listenerPort,
+    servername: sniForPort(port),
+    secureContext: webTls.context(),
+    checkServerIdentity: webTls.checkServerIdentity,
+    ALPNProtocols: [MESH_ALPN.tcp],
+  });
+}
+
 /** Everything a mesh-certified client reads back after sending data on a TCP stream to the app port. */
 function overMeshTcp(data: string, port = apiPort, ready?: () => Promise<void>): Promise<string> {
   return new Promise((resolve, reject) => {
-    const s = tlsConnect({
-      host: '127.0.0.2',
-      port: listenerPort,
-      servername: sniForPort(port),
-      secureContext: webTls.context(),
-      checkServerIdentity: webTls.checkServerIdentity,
-      ALPNProtocols: [MESH_ALPN.tcp],
-    });
+    const s = meshTcp(port);
     s.once('secureConnect', () => {
       if (s.alpnProtocol !== MESH_ALPN.tcp) reject(new Error(`ALPN ${String(s.alpnProtocol)}`));
       resolve(collect(s, data, ready?.()));
@@ -153,6 +163,21 @@ describe('a forged x-forwarded-client-cert never reaches the app', () => {
       check(reply.slice(established.length), `By=${API};URI=${WEB}`);
     });
   }
+});
+
+test("h2 prior knowledge inside a TCP stream on the mesh port: the app gets the sidecar's header", async () => {
+  const session = h2Connect('http://api.shop', { createConnection: () => meshTcp(h2App.port) });
+  cleanups.push(() => session.destroy());
+  const r = await h2Request(
+    session,
+    grpcHeaders('api.shop', undefined, { 'x-forwarded-client-cert': FORGED_IDENTITY }),
+    'x',
+  );
+  assert.equal(r.trailers['grpc-status'], '0', JSON.stringify(r));
+  assert.deepEqual(
+    h2App.streams.map((h) => h['x-forwarded-client-cert']),
+    [`By=${API};URI=${WEB}`],
+  );
 });
 
 describe('a client that stays silent until its stream went to the app as TCP, then sends HTTP', () => {
