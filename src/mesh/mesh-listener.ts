@@ -8,7 +8,7 @@ import { answerError } from '../proxy/h2/forward.ts';
 import { isGrpc } from '../proxy/h2/grpc.ts';
 import { createLimitedServer, type ServerLimits } from '../proxy/server.ts';
 import { streamServer, type H2StreamHandler, type StreamServer } from '../proxy/h2/stream-server.ts';
-import { detect, type Reclaim } from '../proxy/sniff.ts';
+import { tcpUnlessHttp, type Reclaim } from '../proxy/sniff.ts';
 import { sendError } from '../proxy/status.ts';
 import type { Clock, Timer } from '../shared/clock.ts';
 import { listenOn } from '../shared/listen.ts';
@@ -56,8 +56,6 @@ export interface MeshListenerOptions {
   log: Logger;
   /** How long a TLS session ticket this listener issues can be resumed (seconds). */
   ticketLifetimeSeconds?: number;
-  /** A TCP stream whose client stays silent this long is the app's to speak first (server-first). */
-  detectTimeoutMs?: number;
 }
 
 export interface MeshListenerStats {
@@ -72,7 +70,6 @@ export interface MeshListenerStats {
 
 /** Rotated on every certificate or trust-bundle change, and at least this often. */
 const TICKET_LIFETIME_SECONDS = 3_600;
-const DETECT_TIMEOUT_MS = 1_000;
 
 /**
  * The mesh listener (Linkerd's inbound port): mutual TLS only, the caller's certificate verified
@@ -190,10 +187,10 @@ export class MeshListener {
         socket.destroy();
         return;
       }
-      // The caller's ALPN only says it did not frame the bytes itself. Whether they are HTTP is
-      // this side's call, made as the plaintext ingress makes it: HTTP is parsed here, so the app
-      // gets the identity this listener verified, never one the caller wrote.
-      return detect(socket, this.#o.clock, this.#o.detectTimeoutMs ?? DETECT_TIMEOUT_MS, {
+      // The caller's ALPN only says it did not frame the bytes itself; whether they are HTTP is
+      // decided here from the bytes, so the app gets the identity this listener verified, never
+      // one the caller wrote. The app is dialled at once, so one that speaks first is not kept waiting.
+      return tcpUnlessHttp(socket, {
         http: this.#http,
         ...(this.#h2 ? { h2: this.#h2 } : {}),
         tcp: onTcp,

@@ -72,22 +72,13 @@ export interface Detected {
 export function detect(socket: Socket, clock: Clock, timeoutMs: number, to: Detected): void {
   const chunks: Buffer[] = [];
   let decided = false;
-  const handOver = (kind: StreamKind, head: Buffer, reclaim?: Reclaim): void => {
-    socket.pause();
-    if (kind === 'h2' && to.h2) return to.h2.serve(socket, head);
-    if (head.length > 0) socket.unshift(head);
-    if (kind === 'http') {
-      to.http.emit('connection', socket);
-      socket.resume();
-    } else to.tcp(socket, reclaim);
-  };
-  const reclaim: Reclaim = (head) => handOver(classify(head, true) === 'h2' ? 'h2' : 'http', head);
   const decide = (kind: StreamKind): void => {
     if (decided) return;
     decided = true;
     timer.cancel();
     socket.off('data', onData);
-    handOver(kind, Buffer.concat(chunks), chunks.length === 0 ? reclaim : undefined);
+    const reclaim = chunks.length === 0 ? reclaimTo(socket, to) : undefined;
+    handOver(socket, to, kind, Buffer.concat(chunks), reclaim);
   };
   const timer = clock.setTimer(timeoutMs, () => {
     const c = classify(Buffer.concat(chunks), true);
@@ -105,6 +96,30 @@ export function detect(socket: Socket, clock: Clock, timeoutMs: number, to: Dete
     timer.cancel();
   });
 }
+
+/**
+ * Hands a stream to `tcp` before its client said anything, its first bytes still to be checked
+ * (firstWords): for streams that are TCP unless they turn out to be HTTP, so that an app that
+ * speaks first is not kept waiting for a detection timeout.
+ */
+export function tcpUnlessHttp(socket: Socket, to: Detected): void {
+  to.tcp(socket, reclaimTo(socket, to));
+}
+
+function handOver(socket: Socket, to: Detected, kind: StreamKind, head: Buffer, reclaim?: Reclaim): void {
+  socket.pause();
+  if (kind === 'h2' && to.h2) return to.h2.serve(socket, head);
+  if (head.length > 0) socket.unshift(head);
+  if (kind === 'http') {
+    to.http.emit('connection', socket);
+    socket.resume();
+  } else to.tcp(socket, reclaim);
+}
+
+const reclaimTo =
+  (socket: Socket, to: Detected): Reclaim =>
+  (head) =>
+    handOver(socket, to, classify(head, true) === 'h2' ? 'h2' : 'http', head);
 
 /**
  * A silent client's stream once the app is connected: a server-speaks-first app greets, and the

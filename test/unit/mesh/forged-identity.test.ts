@@ -30,6 +30,8 @@ let apiPort: number;
 let destination: number;
 let watched: Awaited<ReturnType<typeof watchedApp>>;
 let h2App: H2Backend;
+/** An app that speaks first ("220 hello"), then echoes. */
+let greeter: number;
 let webTls: MeshTls;
 
 before(async () => {
@@ -40,6 +42,13 @@ before(async () => {
   watched = await watchedApp();
   h2App = await startH2Backend(undefined, {}, '127.0.0.2');
   cleanups.push(() => h2App.close());
+  const greeterServer = createServer((s) => {
+    s.on('error', () => {});
+    s.write('220 hello\r\n');
+    s.pipe(s);
+  });
+  cleanups.push(() => greeterServer.close());
+  greeter = await listen(greeterServer, '127.0.0.2');
   plaintext = await startProxy(
     { capture: 'transparent', appPorts: [apiPort] },
     {
@@ -55,7 +64,7 @@ before(async () => {
     host: '127.0.0.2',
     meshPort: listenerPort,
     tls: new MeshTls(fixedSources(await credentialsFor(ca, API), ca.trustBundle), TD),
-    appPorts: [apiPort, watched.port, h2App.port],
+    appPorts: [apiPort, watched.port, h2App.port, greeter],
   });
   webTls = new MeshTls(fixedSources(await credentialsFor(ca, WEB), ca.trustBundle), TD);
   client = await meshedSidecar(scope, { host: '127.0.0.1', meshPort: listenerPort, tls: webTls });
@@ -180,7 +189,7 @@ test("h2 prior knowledge inside a TCP stream on the mesh port: the app gets the 
   );
 });
 
-describe('a client that stays silent until its stream went to the app as TCP, then sends HTTP', () => {
+describe('a client that says nothing before its stream went to the app as TCP', () => {
   const request = forgedIdentityCorpus[0]?.data ?? '';
 
   test('plaintext transparent ingress: the request is parsed, not streamed', async () => {
@@ -199,34 +208,35 @@ describe('a client that stays silent until its stream went to the app as TCP, th
     check(await overMeshTcp(request, watched.port, () => connected), `By=${API};URI=${WEB}`);
   });
 
-  test('an app that speaks first keeps its stream: what the client then sends is streamed', async () => {
-    const greeter = createServer((s) => {
-      s.on('error', () => {});
-      s.write('220 hello\r\n');
-      s.pipe(s);
-    });
-    cleanups.push(() => greeter.close());
-    destination = await listen(greeter, '127.0.0.2');
-    try {
-      const s = connect({ host: '127.0.0.1', port: plaintext.ingress });
-      const got = await new Promise<string>((resolve, reject) => {
-        let out = '';
-        const timer = setTimeout(() => reject(new Error(`timeout: ${JSON.stringify(out)}`)), 5_000);
-        s.setEncoding('latin1');
-        s.on('data', (d: string) => {
-          out += d;
-          if (out === '220 hello\r\n') s.write('GET / HTTP/1.1\r\n');
-          if (out.endsWith('HTTP/1.1\r\n')) {
-            clearTimeout(timer);
-            s.destroy();
-            resolve(out);
-          }
-        });
-        s.on('error', reject);
+  /** Greeted by an app that speaks first, the client sends an HTTP-looking line: echoed as bytes. */
+  const greeted = (s: Socket): Promise<string> =>
+    new Promise((resolve, reject) => {
+      let out = '';
+      const timer = setTimeout(() => reject(new Error(`timeout: ${JSON.stringify(out)}`)), 5_000);
+      s.setEncoding('latin1');
+      s.on('data', (d: string) => {
+        out += d;
+        if (out === '220 hello\r\n') s.write('GET / HTTP/1.1\r\n');
+        if (out.endsWith('HTTP/1.1\r\n')) {
+          clearTimeout(timer);
+          s.destroy();
+          resolve(out);
+        }
       });
+      s.on('error', reject);
+    });
+
+  test('plaintext transparent ingress: an app that speaks first keeps its stream', async () => {
+    destination = greeter;
+    try {
+      const got = await greeted(connect({ host: '127.0.0.1', port: plaintext.ingress }));
       assert.equal(got, '220 hello\r\nGET / HTTP/1.1\r\n');
     } finally {
       destination = apiPort;
     }
+  });
+
+  test('TCP stream on the mesh port: an app that speaks first keeps its stream', async () => {
+    assert.equal(await greeted(meshTcp(greeter)), '220 hello\r\nGET / HTTP/1.1\r\n');
   });
 });
