@@ -153,7 +153,7 @@ export class IngressHandler {
         return;
       }
       if (reclaim) {
-        const first = await firstWords(socket, open.upstream, this.#o.idleTimeoutMs);
+        const first = await firstWords(socket, open.upstream, this.#o.idleTimeoutMs, this.#o.clock);
         if (first.kind !== 'tcp') {
           open.upstream.destroy();
           if (first.kind === 'http') reclaim(first.head);

@@ -1,6 +1,6 @@
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
-import type { Clock } from '../shared/clock.ts';
+import type { Clock, Timer } from '../shared/clock.ts';
 import type { StreamServer } from './h2/stream-server.ts';
 
 /**
@@ -121,22 +121,29 @@ const reclaimTo =
   (head) =>
     handOver(socket, to, classify(head, true) === 'h2' ? 'h2' : 'http', head);
 
+/** How long firstWords waits for the rest of a first line that could still be a request line. */
+export const FIRST_LINE_WAIT_MS = 1_000;
+
 /**
  * A silent client's stream once the app is connected: a server-speaks-first app greets, and the
- * stream is the app's ('tcp'). A client that speaks first instead is classified like any other:
- * an HTTP request goes back to the parser ('http', with its bytes), since streaming it would let
- * the client write the app headers the sidecar sets (an HTTP server never speaks first, so nothing
- * was lost). Either socket closing or falling idle ends both ('closed'). Both are left paused; the
- * app's greeting has been passed on, the client's bytes are returned.
+ * stream is the app's ('tcp'). A client that speaks first instead is classified like any other
+ * (an unfinished first line gets FIRST_LINE_WAIT_MS to finish): an HTTP request goes back to the
+ * parser ('http', with its bytes), since streaming it would let the client write the app headers
+ * the sidecar sets (an HTTP server never speaks first, so nothing was lost). Either socket closing
+ * or falling idle ends both ('closed'). Both are left paused; the app's greeting has been passed
+ * on, the client's bytes are returned.
  */
 export function firstWords(
   client: Socket,
   app: Socket,
   idleMs: number,
+  clock: Clock,
 ): Promise<{ kind: 'tcp' | 'http' | 'closed'; head: Buffer }> {
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
+    let wait: Timer | undefined;
     const finish = (kind: 'tcp' | 'http' | 'closed'): void => {
+      wait?.cancel();
       client.off('data', fromClient).off('close', closed).setTimeout(0, closed).pause();
       app.off('data', fromApp).off('close', closed).off('error', closed).pause();
       if (kind === 'closed') {
@@ -145,6 +152,7 @@ export function firstWords(
       }
       resolve({ kind, head: Buffer.concat(chunks) });
     };
+    const decide = (c: StreamKind): void => finish(c === 'tcp' ? 'tcp' : 'http');
     const fromApp = (d: Buffer): void => {
       client.write(d);
       finish('tcp');
@@ -152,7 +160,11 @@ export function firstWords(
     const fromClient = (d: Buffer): void => {
       chunks.push(d);
       const c = classify(Buffer.concat(chunks), false);
-      if (c !== 'more') finish(c === 'tcp' ? 'tcp' : 'http');
+      if (c !== 'more') return decide(c);
+      wait ??= clock.setTimer(FIRST_LINE_WAIT_MS, () => {
+        const last = classify(Buffer.concat(chunks), true);
+        decide(last === 'more' ? 'tcp' : last);
+      });
     };
     const closed = (): void => finish('closed');
     if (client.destroyed || app.destroyed) return closed();

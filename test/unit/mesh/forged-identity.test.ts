@@ -189,6 +189,27 @@ test("h2 prior knowledge inside a TCP stream on the mesh port: the app gets the 
   );
 });
 
+describe('a request line cut short by a pause longer than the detection timeout (1 s)', () => {
+  const request = forgedIdentityCorpus[0]?.data ?? '';
+  // Either order of the pause and the timer must end the same way; the pause makes the timer first.
+  const pause = () => new Promise<void>((r) => setTimeout(r, 1_500));
+  const sendCut = (s: Socket): Promise<string> => {
+    const reply = collect(s, request.slice(3), pause());
+    s.write(request.slice(0, 3), 'latin1');
+    return reply;
+  };
+
+  test('plaintext transparent ingress', async () => {
+    check(await sendCut(connect({ host: '127.0.0.1', port: plaintext.ingress })), null);
+  });
+
+  test('TCP stream on the mesh port', async () => {
+    const s = meshTcp(apiPort);
+    await new Promise((r) => s.once('secureConnect', r));
+    check(await sendCut(s), `By=${API};URI=${WEB}`);
+  });
+});
+
 describe('a client that says nothing before its stream went to the app as TCP', () => {
   const request = forgedIdentityCorpus[0]?.data ?? '';
 
