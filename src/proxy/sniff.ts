@@ -52,7 +52,7 @@ export function classify(buf: Buffer, final: boolean): StreamKind | 'more' {
 }
 
 /**
- * Takes back a stream that was handed over as TCP because its client stayed silent, once the
+ * Takes back a stream that was handed over as TCP before its client said anything, once the
  * client's first bytes turn out to be HTTP (see firstWords); head holds those bytes.
  */
 export type Reclaim = (head: Buffer) => void;

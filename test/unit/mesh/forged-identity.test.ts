@@ -54,7 +54,7 @@ before(async () => {
     {
       originalDestination: () => ({ address: '127.0.0.2', port: destination }),
       isPodAddress: (a) => a === '127.0.0.2',
-      // Long enough for every corpus case to arrive at once; the silent clients below wait it out.
+      // The default; the cut-short request below pauses past it, the silent client waits it out.
       detectTimeoutMs: 1_000,
     },
   );
