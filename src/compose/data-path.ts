@@ -233,7 +233,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
   const meshListener =
     meshIngress &&
     deps.mesh?.listener(
-      { onRequest: meshIngress.onRequest, onStream: h2.mesh, onTcp: (s) => meshIngress.onTcp(s) },
+      { onRequest: meshIngress.onRequest, onStream: h2.mesh, onTcp: (s, r) => meshIngress.onTcp(s, r) },
       ownPorts,
       limits,
     );

@@ -8,6 +8,7 @@ import { answerError } from '../proxy/h2/forward.ts';
 import { isGrpc } from '../proxy/h2/grpc.ts';
 import { createLimitedServer, type ServerLimits } from '../proxy/server.ts';
 import { streamServer, type H2StreamHandler, type StreamServer } from '../proxy/h2/stream-server.ts';
+import { tcpUnlessHttp, type Reclaim } from '../proxy/sniff.ts';
 import { sendError } from '../proxy/status.ts';
 import type { Clock, Timer } from '../shared/clock.ts';
 import { listenOn } from '../shared/listen.ts';
@@ -38,8 +39,8 @@ export interface MeshHandlers {
   onRequest: (req: IncomingMessage, res: ServerResponse) => void;
   /** h2: each stream, to the app over h2c. */
   onStream?: H2StreamHandler;
-  /** outrigger-tcp: the decrypted byte stream, to the app port. */
-  onTcp?: (socket: Socket) => void;
+  /** outrigger-tcp: the decrypted byte stream, to the app port (see Detected.tcp for reclaim). */
+  onTcp?: (socket: Socket, reclaim?: Reclaim) => void;
 }
 
 export interface MeshListenerOptions {
@@ -186,7 +187,14 @@ export class MeshListener {
         socket.destroy();
         return;
       }
-      return onTcp(socket);
+      // The caller's ALPN only says it did not frame the bytes itself; whether they are HTTP is
+      // decided here from the bytes, so the app gets the identity this listener verified, never
+      // one the caller wrote. The app is dialled at once, so one that speaks first is not kept waiting.
+      return tcpUnlessHttp(socket, {
+        http: this.#http,
+        ...(this.#h2 ? { h2: this.#h2 } : {}),
+        tcp: onTcp,
+      });
     }
     this.#http.emit('connection', socket);
   }

@@ -10,6 +10,7 @@ import { toOriginForm, upstreamRequestHeaders } from './headers.ts';
 import { HOP_HEADER, ipLiteral, isSelfAddress } from './loop.ts';
 import { endOnce, startRequestHop, type Hop, type HopObserver, type PeerIdentity } from './observer.ts';
 import { sendError, statusOf, writeSocketError, type ProxyErrorCode } from './status.ts';
+import { firstWords, type Reclaim } from './sniff.ts';
 import { openUpstream, splice } from './tunnel.ts';
 
 /**
@@ -115,8 +116,11 @@ export class IngressHandler {
     socket.once('close', () => hop.end({ status: 101 }));
   };
 
-  /** A non-HTTP stream for the app (transparent capture, or a Service that targets the ingress port). */
-  onTcp(socket: Socket): void {
+  /**
+   * A non-HTTP stream for the app (transparent capture, or a TCP stream on the mesh port).
+   * reclaim: the client has said nothing yet, and gets its stream taken back if it starts with HTTP.
+   */
+  onTcp(socket: Socket, reclaim?: Reclaim): void {
     const hop = endOnce(
       this.#o.observer.startHop({
         direction: 'ingress',
@@ -147,6 +151,16 @@ export class IngressHandler {
         socket.destroy();
         hop.end({ status: 0, errorCode: 'upstream_failed', errorMessage: open.detail });
         return;
+      }
+      if (reclaim) {
+        const first = await firstWords(socket, open.upstream, this.#o.idleTimeoutMs, this.#o.clock);
+        if (first.kind !== 'tcp') {
+          open.upstream.destroy();
+          if (first.kind === 'http') reclaim(first.head);
+          hop.end({ status: 0 });
+          return;
+        }
+        if (first.head.length > 0) open.upstream.write(first.head);
       }
       await splice(socket, open.upstream, this.#o.idleTimeoutMs);
       hop.end({ status: 0 });

@@ -8,6 +8,7 @@ import type { EgressHandler } from './egress.ts';
 import { streamServer, type H2StreamHandler, type StreamServer } from './h2/stream-server.ts';
 import type { IngressHandler } from './ingress.ts';
 import { createLimitedServer, type ServerLimits, type StreamHandlers } from './server.ts';
+import { detect, type Reclaim } from './sniff.ts';
 
 /**
  * The egress and ingress listeners and their lifecycle. Under transparent capture each listener
@@ -57,33 +58,6 @@ interface Listener {
   inflight: number;
 }
 
-/** The longest prefix looked at; an HTTP request line longer than this goes to the parser (431). */
-const SNIFF_LIMIT = 16 * 1024;
-/** RFC 9113 section 3.4: every prior-knowledge HTTP/2 connection starts with these 24 octets. */
-const H2_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
-const REQUEST_LINE = /^[A-Z]{3,12} [^\s]+ HTTP\/1\.[01]\r?$/;
-const METHOD_PREFIX = /^[A-Z]{1,12}( |$)/;
-
-/**
- * HTTP/1 or not, from a connection's first bytes: a complete first line must be a request line
- * ending in HTTP/1.x, so text protocols such as Redis inline commands (`PING 42`) or SMTP are not
- * mistaken for HTTP. 'more' asks for more bytes; final (detect timeout or limit) forces an answer.
- */
-export function classify(buf: Buffer, final: boolean): 'http' | 'h2' | 'tcp' | 'more' {
-  const n = Math.min(buf.length, H2_PREFACE.length);
-  if (n > 0 && buf.subarray(0, n).equals(H2_PREFACE.subarray(0, n))) {
-    if (n === H2_PREFACE.length) return 'h2';
-    if (!final) return 'more';
-  }
-  const text = buf.subarray(0, SNIFF_LIMIT).toString('latin1');
-  if (text.length === 0) return final ? 'tcp' : 'more';
-  const eol = text.indexOf('\n');
-  if (eol >= 0) return REQUEST_LINE.test(text.slice(0, eol)) ? 'http' : 'tcp';
-  if (!METHOD_PREFIX.test(text.slice(0, 13))) return 'tcp';
-  if (final || buf.length >= SNIFF_LIMIT) return /^[A-Z]{3,12} /.test(text) ? 'http' : 'tcp';
-  return 'more';
-}
-
 export class Sidecar {
   readonly #o: SidecarOptions;
   readonly #egress: Listener;
@@ -106,7 +80,7 @@ export class Sidecar {
         if (this.#draining) res.setHeader('connection', 'close');
         o.ingress.handler.onRequest(req, res);
       },
-      (s) => o.ingress.handler.onTcp(s),
+      (s, reclaim) => o.ingress.handler.onTcp(s, reclaim),
       { upgrade: o.ingress.handler.onUpgrade },
       o.ingress.h2,
     );
@@ -188,7 +162,7 @@ export class Sidecar {
   #listener(
     name: 'egress' | 'ingress',
     onRequest: (req: IncomingMessage, res: ServerResponse) => void,
-    onTcp: (s: Socket) => void,
+    onTcp: (s: Socket, reclaim?: Reclaim) => void,
     streams: StreamHandlers,
     h2?: H2StreamHandler,
   ): Listener {
@@ -273,37 +247,13 @@ export class Sidecar {
     );
   }
 
-  #sniff(socket: Socket, l: Listener, onTcp: (s: Socket) => void): void {
-    const http = l.http;
+  #sniff(socket: Socket, l: Listener, onTcp: (s: Socket, reclaim?: Reclaim) => void): void {
     socket.on('error', () => socket.destroy());
-    const chunks: Buffer[] = [];
-    let decided = false;
-    const decide = (kind: 'http' | 'h2' | 'tcp'): void => {
-      if (decided) return;
-      decided = true;
-      timer.cancel();
-      socket.off('data', onData);
-      socket.pause();
-      if (kind === 'h2' && l.h2) return l.h2.serve(socket, Buffer.concat(chunks));
-      if (chunks.length > 0) socket.unshift(Buffer.concat(chunks));
-      if (kind === 'http') {
-        http.emit('connection', socket);
-        socket.resume();
-      } else {
-        // Stays paused until the tunnel pipes it, so no byte is lost while the route is decided.
-        onTcp(socket);
-      }
-    };
-    const timer = this.#o.clock.setTimer(this.#o.detectTimeoutMs, () => {
-      const c = classify(Buffer.concat(chunks), true);
-      decide(c === 'more' ? 'tcp' : c);
+    detect(socket, this.#o.clock, this.#o.detectTimeoutMs, {
+      http: l.http,
+      ...(l.h2 ? { h2: l.h2 } : {}),
+      tcp: onTcp,
     });
-    const onData = (chunk: Buffer): void => {
-      chunks.push(chunk);
-      const c = classify(Buffer.concat(chunks), false);
-      if (c !== 'more') decide(c);
-    };
-    socket.on('data', onData);
   }
 
   #egressTcp(socket: Socket): void {

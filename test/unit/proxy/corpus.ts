@@ -111,3 +111,41 @@ export const corpus: MalformedCase[] = [
     status: 431,
   },
 ];
+
+/** An identity nobody may claim for themselves: only a sidecar vouches for a caller. */
+export const FORGED_IDENTITY = 'URI=spiffe://cluster.local/ns/kube-system/sa/admin';
+
+/**
+ * Requests that carry a forged caller identity in shapes a sniffer could take for another
+ * protocol, while HTTP parsers (Node's among them) read them as requests. Whatever path they take
+ * (plaintext ingress, a TCP stream on the mesh port, a CONNECT tunnel), the app must see the
+ * sidecar's x-forwarded-client-cert or none, or the request must be refused.
+ */
+export interface ForgedIdentityCase {
+  name: string;
+  data: string;
+}
+
+const forged = (requestLine: string, before = ''): string =>
+  `${before}${requestLine}\r\nHost: web.prod\r\nX-Forwarded-Client-Cert: ${FORGED_IDENTITY}\r\nConnection: close\r\n\r\n`;
+
+export const forgedIdentityCorpus: ForgedIdentityCase[] = [
+  { name: 'plain request', data: forged('GET /admin HTTP/1.1') },
+  { name: 'leading CRLF', data: forged('GET /admin HTTP/1.1', '\r\n') },
+  { name: 'leading LF', data: forged('GET /admin HTTP/1.1', '\n') },
+  { name: 'leading bare CR', data: forged('GET /admin HTTP/1.1', '\r') },
+  { name: 'mixed leading CR and LF', data: forged('GET /admin HTTP/1.1', '\r\r\n\n\r\n') },
+  { name: '2,000 leading CRLFs', data: forged('GET /admin HTTP/1.1', '\r\n'.repeat(2_000)) },
+  { name: 'method with a hyphen (M-SEARCH)', data: forged('M-SEARCH /admin HTTP/1.1') },
+  { name: 'method longer than 12 characters', data: forged('VERSION-CONTROL /admin HTTP/1.1') },
+  { name: 'two spaces after the method', data: forged('GET  /admin HTTP/1.1') },
+  { name: 'version HTTP/0.9', data: forged('GET /admin HTTP/0.9') },
+  { name: 'version HTTP/2.0 on an HTTP/1 connection', data: forged('GET /admin HTTP/2.0') },
+  {
+    name: 'identity header twice',
+    data: forged('GET /admin HTTP/1.1').replace(
+      '\r\n\r\n',
+      `\r\nx-forwarded-client-cert: ${FORGED_IDENTITY}\r\n\r\n`,
+    ),
+  },
+];

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { createServer as createHttpServer } from 'node:http';
 import { connect, createServer, type AddressInfo, type Server } from 'node:net';
 import type { Destination } from '../../../src/proxy/capture-port.ts';
-import { classify } from '../../../src/proxy/sidecar.ts';
+import { classify } from '../../../src/proxy/sniff.ts';
 import { ep, service } from '../routing/fixtures.ts';
 import {
   closedPort,
@@ -131,11 +131,35 @@ test('sniffing tells HTTP/1 from text and binary protocols by the whole first li
   assert.equal(c('SET k v\r\n'), 'tcp');
   assert.equal(c('EHLO example.com\r\n'), 'tcp');
   assert.equal(c('PRI * HTTP/2.0\r\n'), 'more');
-  assert.equal(c('PRI * HTTP/2.0\r\n', true), 'tcp');
+  // An unfinished preface is an HTTP/1 request line to Node's parser: it answers it (400).
+  assert.equal(c('PRI * HTTP/2.0\r\n', true), 'http');
   assert.equal(c('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), 'h2');
   assert.equal(c('\u0016\u0003\u0001'), 'tcp');
   assert.equal(c('*1\r\n$4\r\nPING\r\n'), 'tcp');
   assert.equal(c('', true), 'tcp');
+});
+
+test("sniffing agrees with Node's parser: whatever it would read as a request line is HTTP", () => {
+  const c = (s: string, final = false) => classify(Buffer.from(s, 'latin1'), final);
+  // llhttp skips every CR and LF before the request line.
+  for (const before of ['\r\n', '\n', '\r', '\r\r\n\n', '\r\n'.repeat(2_000)])
+    assert.equal(c(`${before}GET / HTTP/1.1\r\n`), 'http', JSON.stringify(before.slice(0, 8)));
+  assert.equal(c('\r\n'), 'more');
+  assert.equal(c('\r\n', true), 'http', 'empty lines may still be followed by a request');
+  assert.equal(c('\r\n'.repeat(9_000)), 'http', 'the look stops at the sniff limit');
+  assert.equal(c('\r\nPING 42\r\n'), 'tcp');
+  for (const line of [
+    'M-SEARCH * HTTP/1.1',
+    'GET  / HTTP/1.1',
+    'GET / HTTP/0.9',
+    'GET / HTTP/2.0',
+    'QUERY / HTTP/1.1',
+  ])
+    assert.equal(c(`${line}\r\n`), 'http', line);
+  // A line cut short by a pause can still become a request: the parser gets it, not the app.
+  assert.equal(c('GET', true), 'http');
+  assert.equal(c('M-SEARCH', true), 'http');
+  assert.equal(c('\u0016\u0003\u0001', true), 'tcp');
 });
 
 test('a Redis-style inline command is streamed as TCP, not answered 400', async () => {
