@@ -1,4 +1,4 @@
-// Import directions (docs/design.md): data flows identity -> discovery -> routing -> balance -> proxy.
+// Import directions (docs/design.md): data flows token -> kube -> discovery -> routing -> balance -> proxy.
 // Each folder may import only the folders upstream of it. compose/ (one composition per command) and
 // cli/ are the composition root; nothing in src/ imports test/ (fakes never ship in the image).
 import js from '@eslint/js';
@@ -8,8 +8,11 @@ import tseslint from 'typescript-eslint';
 const allowed = {
   shared: [],
   config: ['shared'],
-  identity: ['shared', 'config'],
-  discovery: ['shared', 'config', 'identity'],
+  // The pod's projected service-account token.
+  token: ['shared', 'config'],
+  // The Kubernetes API client every tenant shares: connections, transport, typed calls.
+  kube: ['shared', 'config', 'token'],
+  discovery: ['shared', 'config', 'token', 'kube'],
   routing: ['shared', 'config', 'discovery'],
   balance: ['shared', 'config'],
   tracing: ['shared', 'config'],
@@ -17,10 +20,10 @@ const allowed = {
   admin: ['shared', 'config'],
   injector: ['shared', 'config'],
   // North-south: the same discovery, routing, balancing and proxy hops as a sidecar's egress.
-  gateway: ['shared', 'config', 'discovery', 'routing', 'balance', 'proxy'],
+  gateway: ['shared', 'config', 'kube', 'discovery', 'routing', 'balance', 'proxy'],
   // Workload certificates and mTLS. The mesh listener is built on the proxy's hardened server and
   // answers with its one status table; the proxy never imports mesh/ (compose/ hands it the TLS).
-  mesh: ['shared', 'config', 'identity', 'proxy'],
+  mesh: ['shared', 'config', 'proxy'],
 };
 const domains = Object.keys(allowed);
 // The composition root: wires every domain folder, and is imported only by cli/.
@@ -42,7 +45,7 @@ const testImports = folderRule(
 const clientNode = {
   group: ['@kubernetes/client-node', '@kubernetes/client-node/*'],
   dynamic: '^@kubernetes\\x2Fclient-node',
-  message: 'Only src/discovery/kube/ imports @kubernetes/client-node.',
+  message: 'Only src/kube/ imports @kubernetes/client-node.',
 };
 const otelSdk = {
   group: [
@@ -95,14 +98,8 @@ const restrict = (files, rules, ignores = []) => ({
 const directionRules = [
   restrict(['src/*.ts', 'src/cli/**/*.ts'], forbiddenFor('root')),
   ...Object.keys(allowed).map((folder) =>
-    restrict(
-      [`src/${folder}/**/*.ts`],
-      forbiddenFor(folder),
-      folder === 'discovery' ? ['src/discovery/kube/**'] : [],
-    ),
+    restrict([`src/${folder}/**/*.ts`], forbiddenFor(folder, { kube: folder === 'kube' })),
   ),
-  // Within discovery, only the kube/ adapter may touch client-node.
-  restrict(['src/discovery/kube/**/*.ts'], forbiddenFor('discovery', { kube: true })),
 ];
 
 export default tseslint.config(

@@ -10,7 +10,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { FakeKubeApi } from '../test/harness/fake-kube-api.ts';
-import type { KubeApi, WatchEvent } from '../src/discovery/kube/api.ts';
+import type { KubeApi, WatchEvent } from '../src/kube/api.ts';
 import { createKubeResolver, type KubeResolver } from '../src/discovery/resolver.ts';
 import { FakeClock } from '../test/harness/fake-clock.ts';
 import { createLogger } from '../src/shared/log.ts';

@@ -1,6 +1,6 @@
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import type { KubeConnection } from '../discovery/kube/connection.ts';
+import type { KubeConnection } from '../kube/connection.ts';
 import { OutriggerError, errorMessage } from '../shared/errors.ts';
 
 /**
@@ -18,7 +18,7 @@ const TIMEOUT_MS = 5_000;
 
 export async function openKubeApi(kubeconfig: string): Promise<KubeApi & { namespace: string | undefined }> {
   // Loaded on use: @kubernetes/client-node is heavy and only these commands need it.
-  const { kubeconfigConnection } = await import('../discovery/kube/kubeconfig.ts');
+  const { kubeconfigConnection } = await import('../kube/kubeconfig.ts');
   const conn = await kubeconfigConnection(kubeconfig);
   const server = conn.server.toString().replace(/\/$/, '');
   return {

@@ -7,7 +7,7 @@
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { GatewayConfig } from '../config/gateway-options.ts';
-import type { KubeApi } from '../discovery/kube/api.ts';
+import type { KubeApi } from '../kube/api.ts';
 import { createKubeResolver, type KubeResolver, type KubeResolverOptions } from '../discovery/resolver.ts';
 import type { Ingress, TlsSecret } from '../gateway/objects.ts';
 import { StatusPublisher } from '../gateway/status.ts';

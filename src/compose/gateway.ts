@@ -8,7 +8,7 @@
  */
 import { AdminServer } from '../admin/server.ts';
 import { Metrics } from '../admin/metrics.ts';
-import type { KubeApi } from '../discovery/kube/api.ts';
+import type { KubeApi } from '../kube/api.ts';
 import type { KubeResolver } from '../discovery/resolver.ts';
 import { Certificates } from '../gateway/certs.ts';
 import { IngressGatewayHandler } from '../gateway/handler.ts';

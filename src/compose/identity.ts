@@ -4,15 +4,15 @@
  * meshed namespace, /metrics on a plain admin port, and a shutdown that keeps answering while the
  * Service's endpoints drop this replica.
  */
-import { inClusterServer } from '../identity/in-cluster.ts';
-import { openTokenSource } from '../identity/token-source.ts';
-import type { KubeConnection } from '../discovery/kube/connection.ts';
-import { identityConnection } from '../discovery/kube/in-cluster.ts';
-import { tokenReviewer } from '../discovery/kube/token-review.ts';
+import { inClusterServer } from '../token/in-cluster.ts';
+import { openTokenSource } from '../token/token-source.ts';
+import type { KubeConnection } from '../kube/connection.ts';
+import { podTokenConnection } from '../kube/in-cluster.ts';
+import { tokenReviewer } from '../kube/token-review.ts';
 import { AdminServer } from '../admin/server.ts';
 import { IssuerMetrics } from '../admin/issuer-metrics.ts';
 import { TRUST_BUNDLE_CONFIGMAP, TRUST_BUNDLE_KEY } from '../config/options.ts';
-import { configMapsApi } from '../discovery/kube/config-maps.ts';
+import { configMapsApi } from '../kube/config-maps.ts';
 import { BundleDistributor } from '../mesh/bundle-distributor.ts';
 import { earliestExpiry, loadCa } from '../mesh/ca.ts';
 import { TrustBundle } from '../mesh/trust-bundle.ts';
@@ -65,12 +65,12 @@ export async function startIdentity(
   let closeToken = (): void => {};
   let conn = deps.connection;
   if (!conn && opts.kubeconfig) {
-    const { kubeconfigConnection } = await import('../discovery/kube/kubeconfig.ts');
+    const { kubeconfigConnection } = await import('../kube/kubeconfig.ts');
     conn = await kubeconfigConnection(opts.kubeconfig);
   } else if (!conn) {
     const token = await openTokenSource({ dir: opts.tokenDir, clock, logger: deps.log });
     closeToken = () => token.close();
-    conn = identityConnection(inClusterServer(deps.env ?? process.env), token);
+    conn = podTokenConnection(inClusterServer(deps.env ?? process.env), token);
   }
   const reviewer = tokenReviewer(conn);
   // The roots as the CA Secret holds them now: a rotation reaches the namespaces without a restart.

@@ -2,7 +2,7 @@ import { LRUCache } from 'lru-cache';
 import type { Clock } from '../shared/clock.ts';
 import { errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/log.ts';
-import type { KubeApi } from './kube/api.ts';
+import type { KubeApi } from '../kube/api.ts';
 import type { Resolution, ServiceKey } from './types.ts';
 import { keyString } from './types.ts';
 

@@ -1,12 +1,12 @@
 import type { Config } from '../config/options.ts';
-import { inClusterServer } from '../identity/in-cluster.ts';
-import { openTokenSource, type Identity } from '../identity/token-source.ts';
+import { inClusterServer } from '../token/in-cluster.ts';
+import { openTokenSource, type PodToken } from '../token/token-source.ts';
 import type { Clock, Random } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
-import type { KubeConnection } from './kube/connection.ts';
-import { identityConnection } from './kube/in-cluster.ts';
-import { chooseProtocol } from './kube/senders.ts';
-import { createTransport, type KubeTransport } from './kube/transport.ts';
+import type { KubeConnection } from '../kube/connection.ts';
+import { podTokenConnection } from '../kube/in-cluster.ts';
+import { chooseProtocol } from '../kube/senders.ts';
+import { createTransport, type KubeTransport } from '../kube/transport.ts';
 import { createKubeResolver, type KubeResolverOptions } from './resolver.ts';
 import type { Resolver } from './types.ts';
 
@@ -39,7 +39,7 @@ export interface KubeLink {
   transport: KubeTransport;
   /** What the transport speaks: decides how long watches may live (watchTimeoutFor). */
   protocol: 'h1' | 'h2';
-  identity: Identity | undefined;
+  identity: PodToken | undefined;
   /** The token's or the kubeconfig's namespace, when known. */
   namespace: string | undefined;
   close(): void;
@@ -55,17 +55,17 @@ export async function connectKube(
   deps: Pick<DiscoveryDeps, 'clock' | 'logger' | 'env'>,
 ): Promise<KubeLink> {
   let conn: KubeConnection;
-  let identity: Identity | undefined;
+  let identity: PodToken | undefined;
   let namespace: string | undefined;
   if (config.kubeconfig) {
-    const { kubeconfigConnection } = await import('./kube/kubeconfig.ts');
+    const { kubeconfigConnection } = await import('../kube/kubeconfig.ts');
     const kc = await kubeconfigConnection(config.kubeconfig);
     conn = kc;
     namespace = kc.namespace;
   } else {
     const server = inClusterServer(deps.env);
     identity = await openTokenSource({ dir: config.tokenDir, clock: deps.clock, logger: deps.logger });
-    conn = identityConnection(server, identity);
+    conn = podTokenConnection(server, identity);
     namespace = identity.namespace();
   }
   const protocol = await chooseProtocol(conn);

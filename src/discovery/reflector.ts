@@ -2,7 +2,7 @@ import { Backoff, defaultBackoff, type BackoffPolicy } from '../shared/backoff.t
 import type { Clock, Random, Timer } from '../shared/clock.ts';
 import { errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/log.ts';
-import { isGone, KubeError, type KubeApi, type WatchEvent } from './kube/api.ts';
+import { isGone, KubeError, type KubeApi, type WatchEvent } from '../kube/api.ts';
 import type { Recovery } from './recovery.ts';
 
 /** Where a reflector delivers what it learns. The sink owns the data; the reflector owns the loop. */

@@ -1,4 +1,4 @@
-import type { KubeApi } from '../discovery/kube/api.ts';
+import type { KubeApi } from '../kube/api.ts';
 import type { Clock, Timer } from '../shared/clock.ts';
 import { errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/log.ts';

@@ -1,4 +1,4 @@
-import type { KubeApi } from '../discovery/kube/api.ts';
+import type { KubeApi } from '../kube/api.ts';
 import type { Reflector } from '../discovery/reflector.ts';
 import { reflectorsOf, type NewReflector, type ReflectorTuning } from '../discovery/reflectors.ts';
 import {

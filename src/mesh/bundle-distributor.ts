@@ -4,7 +4,7 @@ import { errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/log.ts';
 import { ThrottledLog } from '../shared/log-throttle.ts';
 
-/** A ConfigMap of the distributed name, as listed (implemented in src/discovery/kube/config-maps.ts). */
+/** A ConfigMap of the distributed name, as listed (implemented in src/kube/config-maps.ts). */
 export interface BundleMap {
   namespace: string;
   labels: Record<string, string>;

@@ -6,7 +6,7 @@ import type { IssuedCertificate } from './issuer-client.ts';
 import { formatSpiffeId, idFromServiceAccountUser } from './spiffe.ts';
 import { parseCsr, signLeaf } from './x509.ts';
 
-/** The TokenReview API as the issuer needs it (implemented in src/discovery/kube/). */
+/** The TokenReview API as the issuer needs it (implemented in src/kube/). */
 export interface TokenReviewer {
   review(token: string, audiences: readonly string[], signal: AbortSignal): Promise<TokenReviewResult>;
 }

@@ -1,5 +1,5 @@
 import { setImmediate as tick } from 'node:timers/promises';
-import { KubeError, type KubeApi, type ListResult, type WatchEvent } from '../../src/discovery/kube/api.ts';
+import { KubeError, type KubeApi, type ListResult, type WatchEvent } from '../../src/kube/api.ts';
 
 type Obj = {
   metadata: { name: string; namespace: string; resourceVersion?: string; labels?: Record<string, string> };

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { startIdentity, type IdentityOptions, type RunningIssuer } from '../../src/compose/identity.ts';
-import type { KubeConnection } from '../../src/discovery/kube/connection.ts';
+import type { KubeConnection } from '../../src/kube/connection.ts';
 import { createLogger } from '../../src/shared/log.ts';
 import { startCluster } from './cluster.ts';
 import { bindIssuerRole, generateMeshCa, postCsr } from './mesh.ts';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { FakeKubeApi, gone, status, unavailable } from '../../harness/fake-kube-api.ts';
-import { KubeError } from '../../../src/discovery/kube/api.ts';
+import { KubeError } from '../../../src/kube/api.ts';
 import { Recovery } from '../../../src/discovery/recovery.ts';
 import { Reflector, type ReflectorOptions, type ReflectorSink } from '../../../src/discovery/reflector.ts';
 import { FakeClock } from '../../harness/fake-clock.ts';

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
-import { KubeError } from '../../../src/discovery/kube/api.ts';
+import { KubeError } from '../../../src/kube/api.ts';
 import { Issuer, refusalReason } from '../../../src/mesh/issuer.ts';
 import { createCsr, generateP256 } from '../../../src/mesh/x509.ts';
 import { FakeClock } from '../../harness/fake-clock.ts';

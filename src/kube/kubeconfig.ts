@@ -1,6 +1,6 @@
 import type { RequestOptions } from 'node:https';
 import { KubeConfig } from '@kubernetes/client-node';
-import { errorMessage, OutriggerError } from '../../shared/errors.ts';
+import { errorMessage, OutriggerError } from '../shared/errors.ts';
 import type { KubeConnection } from './connection.ts';
 
 /**

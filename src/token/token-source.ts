@@ -13,7 +13,7 @@ import type { Logger } from '../shared/log.ts';
  * is usually still valid for minutes, and an empty Authorization header never is.
  * The token is never logged; only its expiry (JWT exp) leaves this module, as a number.
  */
-export interface Identity {
+export interface PodToken {
   /** The current bearer token. Never log it. */
   token(): string;
   caPem(): string | undefined;
@@ -34,13 +34,13 @@ export interface TokenSourceOptions {
 
 const MAX_REFRESH_MS = 60_000;
 
-export async function openTokenSource(opts: TokenSourceOptions): Promise<Identity> {
+export async function openTokenSource(opts: TokenSourceOptions): Promise<PodToken> {
   const src = new TokenSource(opts);
   await src.first();
   return src;
 }
 
-class TokenSource implements Identity {
+class TokenSource implements PodToken {
   readonly #opts: TokenSourceOptions;
   readonly #log: Logger;
   #token = '';

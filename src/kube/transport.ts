@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import { errorMessage } from '../../shared/errors.ts';
+import { errorMessage } from '../shared/errors.ts';
 import { errorForStatus, KubeError, type KubeApi, type ListResult, type WatchEvent } from './api.ts';
 import type { KubeConnection } from './connection.ts';
 import { http1Sender, http2Sender, type RawResponse, type SendBody, type Sender } from './senders.ts';

@@ -1,4 +1,4 @@
-import { errorMessage } from '../../shared/errors.ts';
+import { errorMessage } from '../shared/errors.ts';
 import { errorForStatus, KubeError } from './api.ts';
 import type { KubeConnection } from './connection.ts';
 import { jsonClient } from './json-client.ts';

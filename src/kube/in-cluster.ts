@@ -1,4 +1,4 @@
-import type { Identity } from '../../identity/token-source.ts';
+import type { PodToken } from '../token/token-source.ts';
 import type { KubeConnection } from './connection.ts';
 
 /**
@@ -6,7 +6,7 @@ import type { KubeConnection } from './connection.ts';
  * `ca` is read when a connection is opened, so a rotated ca.crt is used by the next HTTP/2
  * connection (the HTTP/1.1 agent, only used behind HTTP/1.1 proxies, keeps its first CA).
  */
-export function identityConnection(server: URL, id: Identity): KubeConnection {
+export function podTokenConnection(server: URL, id: PodToken): KubeConnection {
   return {
     server,
     get ca() {

@@ -1,4 +1,4 @@
-import { OutriggerError, type ErrorCode } from '../../shared/errors.ts';
+import { OutriggerError, type ErrorCode } from '../shared/errors.ts';
 
 /**
  * The narrow port the reflector needs from the Kubernetes API: one list, one watch. The lean

@@ -3,8 +3,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createServer as h2server, type ServerHttp2Stream } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
-import { KubeError, type WatchEvent } from '../../../src/discovery/kube/api.ts';
-import { createTransport } from '../../../src/discovery/kube/transport.ts';
+import { KubeError, type WatchEvent } from '../../../src/kube/api.ts';
+import { createTransport } from '../../../src/kube/transport.ts';
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
