@@ -1,6 +1,6 @@
 // Discovery benchmark (a script, not a test). Every loop is bounded in count and time; traffic
 // goes only to a loopback kube-apiserver started here.
-//   node --expose-gc scripts/bench-discovery.ts [--quick] [--no-cluster]
+//   node --expose-gc scripts/bench/discovery.ts [--quick] [--no-cluster]
 // 1. lookup latency from cache (peek and resolve of subscribed Services)
 // 2. memory per 1,000 endpoints (heap after GC, raw slices + merged view)
 // 3. event apply rate (EndpointSlice MODIFIED events through reflector, store and merge)
@@ -9,11 +9,11 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { FakeKubeApi } from '../test/harness/fake-kube-api.ts';
-import type { KubeApi, WatchEvent } from '../src/kube/api.ts';
-import { createKubeResolver, type KubeResolver } from '../src/discovery/resolver.ts';
-import { FakeClock } from '../test/harness/fake-clock.ts';
-import { createLogger } from '../src/shared/log.ts';
+import { FakeKubeApi } from '../../test/harness/fake-kube-api.ts';
+import type { KubeApi, WatchEvent } from '../../src/kube/api.ts';
+import { createKubeResolver, type KubeResolver } from '../../src/discovery/resolver.ts';
+import { FakeClock } from '../../test/harness/fake-clock.ts';
+import { createLogger } from '../../src/shared/log.ts';
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -293,8 +293,8 @@ function buildForRss(): string {
 }
 
 async function rss(): Promise<Record<string, string>> {
-  const { startCluster } = await import('../test/harness/cluster.ts');
-  const { createService, createSlice, sidecarIdentity } = await import('../test/harness/discovery.ts');
+  const { startCluster } = await import('../../test/harness/cluster.ts');
+  const { createService, createSlice, sidecarIdentity } = await import('../../test/harness/discovery.ts');
   const dir = buildForRss();
   const cluster = await startCluster();
   if (!cluster) throw new Error('no cluster');
