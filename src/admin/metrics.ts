@@ -135,7 +135,7 @@ export class Metrics {
   }
 
   grpcCall(direction: string, service: string, grpcStatus: number): void {
-    this.#grpcCalls.inc({ direction, service, grpc_status: String(grpcStatus) });
+    this.#grpcCalls.inc({ direction, service, grpc_status: String(knownGrpcStatus(grpcStatus)) });
   }
 
   retry(direction: string, service: string, reason: string): void {
@@ -167,4 +167,14 @@ export class Metrics {
   get contentType(): string {
     return this.registry.contentType;
   }
+}
+
+/**
+ * The status as a label value: an upstream decides the code, so one that sends codes outside the
+ * 17 defined would otherwise grow a series per code. gRPC clients treat such a code as UNKNOWN (2).
+ */
+const GRPC_UNKNOWN = 2;
+const GRPC_MAX_CODE = 16;
+function knownGrpcStatus(code: number): number {
+  return Number.isInteger(code) && code >= 0 && code <= GRPC_MAX_CODE ? code : GRPC_UNKNOWN;
 }
