@@ -101,9 +101,17 @@ export class IngressGatewayHandler implements GatewayHandler {
     return decision;
   }
 
-  /** X-Forwarded-For appended; X-Forwarded-Proto and -Host set by us: the gateway is the edge. */
+  /**
+   * The gateway is the edge: X-Forwarded-For is appended, and X-Real-IP, X-Forwarded-Proto, -Host
+   * and -Port are set from the connection, as ingress-nginx does by default. A client's Forwarded
+   * is dropped rather than passed on as if the gateway vouched for it.
+   */
   #upstreamHeaders(req: IncomingMessage, upgrade: boolean): IncomingMessage['headers'] {
     const h = upstreamRequestHeaders(req.headers, req.socket.remoteAddress, upgrade);
+    delete h.forwarded;
+    if (req.socket.remoteAddress) h['x-real-ip'] = req.socket.remoteAddress;
+    else delete h['x-real-ip'];
+    h['x-forwarded-port'] = String(req.socket.localPort ?? '');
     h['x-forwarded-proto'] = (req.socket as TLSSocket).encrypted ? 'https' : 'http';
     if (req.headers.host) h['x-forwarded-host'] = req.headers.host;
     return h as IncomingMessage['headers'];

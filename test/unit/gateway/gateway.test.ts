@@ -34,6 +34,8 @@ async function backend(name: string): Promise<number> {
     req.resume();
     const h: IncomingHttpHeaders = req.headers;
     res.setHeader('x-seen-traceparent', String(h.traceparent ?? ''));
+    const forwarding = ['x-real-ip', 'forwarded', 'x-forwarded-port', 'x-forwarded-for'];
+    res.setHeader('x-seen-forwarding', JSON.stringify(forwarding.map((k) => h[k] ?? null)));
     res.end(
       `${name} ${req.method} ${req.url} ${String(h['x-forwarded-proto'])} ${String(h['x-forwarded-host'])}`,
     );
@@ -206,6 +208,33 @@ test('host and path route to the Service endpoints, by port number and by port n
     'api GET /api/v1 http SHOP.example.com:8080',
   );
   assert.equal((await get('shop.example.com', '/apiv1')).body.split(' ')[0], 'web');
+});
+
+test('X-Real-IP, X-Forwarded-Port and Forwarded come from the connection, never from the client', async () => {
+  const port = gateway.ports().http;
+  const seen = await new Promise<string>((resolve, reject) => {
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        path: '/cart',
+        headers: {
+          host: 'shop.example.com',
+          'x-real-ip': '203.0.113.9',
+          forwarded: 'for=203.0.113.9;proto=https',
+          'x-forwarded-port': '443',
+        },
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(String(res.headers['x-seen-forwarding'])));
+      },
+    );
+    req.on('error', reject);
+    req.end();
+  });
+  // The client's own address is appended to X-Forwarded-For; what it claims is never taken as fact.
+  assert.deepEqual(JSON.parse(seen), ['127.0.0.1', null, String(port), '127.0.0.1']);
 });
 
 test('absolute-form request targets route by their own authority', async () => {
