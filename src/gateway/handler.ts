@@ -7,6 +7,7 @@ import type { Logger } from '../shared/log.ts';
 import { ThrottledLog } from '../shared/log-throttle.ts';
 import type { Forwarder } from '../proxy/forward.ts';
 import { toOriginForm, upstreamRequestHeaders } from '../proxy/headers.ts';
+import { normalisePath } from './path.ts';
 import { startRequestHop, type Hop, type HopObserver } from '../proxy/observer.ts';
 import { sendError, statusOf, writeSocketError, type ProxyErrorCode } from '../proxy/status.ts';
 import { planBackend, type BackendDecision, type BackendPolicy } from './backend.ts';
@@ -138,5 +139,9 @@ export function requestTarget(req: IncomingMessage): { host: string; path: strin
   if (t.absolute && t.absolute.protocol !== 'http:' && t.absolute.protocol !== 'https:') return undefined;
   const url = req.url ?? '';
   const q = url.indexOf('?');
-  return { host: req.headers.host ?? '', path: q < 0 ? url : url.slice(0, q) };
+  const n = normalisePath(q < 0 ? url : url.slice(0, q));
+  if ('error' in n) return undefined;
+  // The backend gets the path that was matched, not one it could resolve to another route.
+  req.url = q < 0 ? n.path : n.path + url.slice(q);
+  return { host: req.headers.host ?? '', path: n.path };
 }

@@ -9,7 +9,7 @@ import { objectKey, type Backend, type Ingress, type PathType } from './objects.
  *   suffix), else the rules without host. There is no fall-through from a host to the host-less
  *   rules: like ingress-nginx's servers and Envoy's virtual hosts, a host that has rules owns its
  *   paths.
- * - Path (path only, no query; case-sensitive; not percent-decoded): `Exact` must equal the path;
+ * - Path (path only, no query; case-sensitive; normalised by the handler first, see path.ts): `Exact` must equal the path;
  *   `Prefix` matches element by element split on `/`, a trailing slash ignored on both sides
  *   (`/foo` matches `/foo` and `/foo/bar`, not `/foobar`); `ImplementationSpecific` is `Prefix`.
  *   The longest rule path wins (a trailing slash not counted); on a tie Exact beats Prefix, and of

@@ -3,7 +3,7 @@
 // x-outrigger-error, retries past a dead endpoint, HTTPS by SNI, WebSocket, metrics and a SERVER hop.
 import assert from 'node:assert/strict';
 import { createServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { SpanKind } from '@opentelemetry/api';
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace';
@@ -235,6 +235,45 @@ test('X-Real-IP, X-Forwarded-Port and Forwarded come from the connection, never 
   });
   // The client's own address is appended to X-Forwarded-For; what it claims is never taken as fact.
   assert.deepEqual(JSON.parse(seen), ['127.0.0.1', null, String(port), '127.0.0.1']);
+});
+
+/** One request written verbatim on a raw socket (HTTP clients normalise paths); its status and body. */
+function rawGet(target: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(gateway.ports().http, '127.0.0.1');
+    let got = '';
+    socket.on('data', (d: Buffer) => (got += d.toString('latin1')));
+    socket.on('error', reject);
+    socket.on('end', () => {
+      const [head = '', body = ''] = got.split('\r\n\r\n');
+      resolve({ status: Number(head.split(' ')[1]), body });
+    });
+    socket.write(`GET ${target} HTTP/1.1\r\nHost: shop.example.com\r\nConnection: close\r\n\r\n`);
+  });
+}
+
+test('dot-segments are resolved before matching, and the backend gets the path that matched', async () => {
+  const cases: [string, string][] = [
+    ['/api/../cart', 'web GET /cart'],
+    ['/api/%2e%2e/cart', 'web GET /cart'],
+    ['/api/.%2e/cart', 'web GET /cart'],
+    ['/api/%2E%2e/cart?x=1', 'web GET /cart?x=1'],
+    ['/cart/../api/v1', 'api GET /api/v1'],
+    ['/api/./v1', 'api GET /api/v1'],
+    ['/%61pi/v1', 'api GET /api/v1'],
+  ];
+  for (const [target, want] of cases) {
+    const r = await rawGet(target);
+    assert.equal(r.status, 200, target);
+    assert.equal(r.body.split(' ').slice(0, 3).join(' '), want, target);
+  }
+});
+
+test('an encoded slash or backslash in the path is refused with 400, never guessed at', async () => {
+  for (const target of ['/api%2f..%2fcart', '/api/..%5Ccart', '/api/..\\cart']) {
+    const r = await rawGet(target);
+    assert.equal(r.status, 400, target);
+  }
 });
 
 test('absolute-form request targets route by their own authority', async () => {
