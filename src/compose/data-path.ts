@@ -4,31 +4,24 @@
  * proxy` builds it from discovery (sidecar.ts); the demo, tests and benchmarks build it directly
  * from a file or fake resolver.
  */
-import { AdminServer } from '../admin/server.ts';
 import type { AppHealth } from '../admin/app-health.ts';
 import { Metrics } from '../admin/metrics.ts';
 import type { Config } from '../config/options.ts';
 import type { Resolver } from '../discovery/types.ts';
 import type { OriginalDestination } from '../proxy/capture-port.ts';
-import { EgressHandler } from '../proxy/egress.ts';
-import type { EgressPolicy } from '../proxy/egress-plan.ts';
 import { createH2DataPath } from '../proxy/h2/index.ts';
-import { markTunnel, speaksH2c } from '../proxy/h2/routes.ts';
-import { Forwarder } from '../proxy/forward.ts';
-import { IngressHandler } from '../proxy/ingress.ts';
 import { metricsObserver } from '../proxy/metrics-observer.ts';
-import { podAddressCheck } from '../proxy/pod-addresses.ts';
 import { combineObservers, type HopObserver } from '../proxy/observer.ts';
 import { defaultLimits, type ServerLimits } from '../proxy/server.ts';
 import { Sidecar } from '../proxy/sidecar.ts';
-import { UpstreamClient } from '../proxy/upstream-client.ts';
-import { AffinityTable } from '../routing/affinity.ts';
-import { Router } from '../routing/router.ts';
 import { systemClock, systemRandom, type Clock, type Random } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
 import type { MeshWiring } from '../mesh/wiring.ts';
 import { appGone } from './app-gone.ts';
-import { discoveryGauges, discoveryReadiness } from './discovery.ts';
+import { createAdmin } from './data-path-admin.ts';
+import { createEgress } from './data-path-egress.ts';
+import { createIngress } from './data-path-ingress.ts';
+import { discoveryGauges } from './discovery.ts';
 import { createUpstream } from './upstream.ts';
 
 export type DataPathConfig = Pick<
@@ -95,9 +88,6 @@ export interface DataPath {
   readonly sidecar: Sidecar;
 }
 
-/** Attempts per request: the first plus two retries, as Istio's default retry policy. */
-const MAX_ATTEMPTS = 3;
-
 export function createDataPath(config: DataPathConfig, deps: DataPathDeps): DataPath {
   const clock = deps.clock ?? systemClock;
   const random = deps.random ?? systemRandom;
@@ -107,7 +97,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     metricsObserver(metrics, clock),
     ...(deps.observer ? [deps.observer] : []),
   );
-  // With the mesh, egress dials endpoints through mutual TLS; the app next door stays plaintext.
+  // With the mesh, egress dials endpoints through mutual TLS.
   const { balancers, upstream, forwarder } = createUpstream(config, {
     metrics,
     log,
@@ -115,75 +105,29 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     random,
     ...(deps.mesh ? { dial: deps.mesh.dial } : {}),
   });
-  const appUpstream = deps.mesh
-    ? new UpstreamClient({
-        clock,
-        connectTimeoutMs: config.connectTimeoutMs,
-        responseTimeoutMs: config.requestTimeoutMs,
-        idleTimeoutMs: config.idleTimeoutMs,
-      })
-    : upstream;
-  const appForwarder = deps.mesh
-    ? new Forwarder({ client: appUpstream, idleTimeoutMs: config.idleTimeoutMs })
-    : forwarder;
   const ownPorts = new Set([config.egressPort, config.ingressPort, config.adminPort]);
   // Egress may reach the ingress listener (it delivers to the app, never back): a pod calling itself.
   const egressLoopPorts = new Set([config.egressPort, config.adminPort]);
   const transparent = config.capture === 'transparent';
   const od = transparent ? deps.originalDestination : undefined;
-  const policy: EgressPolicy = {
-    router: new Router({
-      resolver: deps.resolver,
-      namespace: deps.namespace,
-      clusterDomain: config.clusterDomain,
-      waitMs: deps.discoveryWaitMs ?? 1_000,
-      ...(deps.nodeName ? { nodeName: deps.nodeName } : {}),
-      ...(deps.zone ? { zone: deps.zone } : {}),
-    }),
+  const { policy, egress } = createEgress(config, deps, {
     balancers,
-    affinity: new AffinityTable(clock),
-    egressPolicy: config.egressPolicy as 'allow-all' | 'cluster-only',
-    ownPorts: egressLoopPorts,
-    retryStatuses: new Set(config.retryStatuses),
-    maxAttempts: MAX_ATTEMPTS,
-    onConnectError: (service) => metrics.connectError(service),
-  };
-  const egress = new EgressHandler({
-    policy,
     forwarder,
+    metrics,
     observer,
-    log: log.child({ listener: 'egress' }),
     clock,
     random,
-    ...(od ? { originalDestination: od } : {}),
-    connectTimeoutMs: config.connectTimeoutMs,
-    idleTimeoutMs: config.idleTimeoutMs,
-    ...(deps.mesh ? { tcpDial: deps.mesh.dialTcp } : {}),
-    h2Tunnel: {
-      accepts: speaksH2c,
-      adopt: (socket, head, dest): Promise<void> => {
-        markTunnel(socket, dest);
-        return sidecar.adoptEgressH2(socket, head);
-      },
-    },
+    loopPorts: egressLoopPorts,
+    originalDestination: od,
+    adoptH2: (socket, head) => sidecar.adoptEgressH2(socket, head),
   });
-  const appHost = deps.hosts?.app ?? '127.0.0.1';
-  const ingressOptions = {
-    forwarder: appForwarder,
+  const { ingress, meshIngress, appUpstream, appHost } = createIngress(config, deps, {
+    upstream,
+    forwarder,
     observer,
-    log: log.child({ listener: 'ingress' }),
     clock,
-    appPorts: config.appPorts,
-    appHost,
     ownPorts,
-    isPodAddress: deps.isPodAddress ?? podAddressCheck({ podIPs: deps.podIP ? [deps.podIP] : [], clock }),
-    connectTimeoutMs: config.connectTimeoutMs,
-    idleTimeoutMs: config.idleTimeoutMs,
-  };
-  const ingress = new IngressHandler({
-    ...ingressOptions,
-    ...(od ? { originalDestination: od } : {}),
-    ...(deps.mesh ? { refuse: deps.mesh.refusePlaintext } : {}),
+    originalDestination: od,
   });
   const limits = {
     ...defaultLimits,
@@ -191,22 +135,6 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     uploadIdleTimeoutMs: config.idleTimeoutMs,
     ...deps.limits,
   };
-  // Meshed callers: the app port from the handshake, their identity to the app.
-  const meshIngress =
-    deps.mesh &&
-    new IngressHandler({
-      ...ingressOptions,
-      log: log.child({ listener: 'mesh' }),
-      // The caller names only the port; the address is ours (the pod's IP under transparent
-      // capture). Explicit mode has no original destinations to honour: the app ports only.
-      originalDestination: (socket) => {
-        const d = deps.mesh?.destination(socket);
-        return d && (transparent || config.appPorts.includes(d.port)) ? d : undefined;
-      },
-      isPodAddress: () => true,
-      callerIdentity: deps.mesh.callerIdentity,
-      peer: deps.mesh.peer,
-    });
   const h2 = createH2DataPath({
     policy,
     ingress,
@@ -265,36 +193,13 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     ...(deps.metricsExtra ? { extra: deps.metricsExtra } : {}),
   });
   let draining = false;
-  const admin = new AdminServer({
-    host: deps.hosts?.admin ?? '::',
-    port: config.adminPort,
-    readiness: () => {
-      const certified = deps.mesh?.ready() ?? true;
-      const ready = deps.resolver.ready() && !draining && certified;
-      return {
-        ready,
-        detail: {
-          discovery: discoveryReadiness(deps.resolver.status()),
-          draining,
-          ...(deps.mesh ? { meshCertificate: certified } : {}),
-        },
-      };
-    },
+  const admin = createAdmin(config, deps, {
     metrics,
-    debug: {
-      discovery: () => deps.resolver.status(),
-      config: () => deps.configView?.() ?? config,
-      balancer: () => balancers.view(),
-      connections: () => ({
-        ...sidecar.connections(),
-        upstream: upstream.stats(),
-        upstreamH2: h2.stats(),
-      }),
-      ...(deps.mesh ? { mesh: () => deps.mesh?.stats() } : {}),
-      ...deps.debugExtra,
-    },
+    balancers,
+    sidecar,
+    connections: () => ({ upstream: upstream.stats(), upstreamH2: h2.stats() }),
+    draining: () => draining,
     drain: () => void dataPath.drain(deps.drainGraceMs ?? 25_000).catch(() => {}),
-    ...(deps.appHealth ? { appHealth: deps.appHealth } : {}),
   });
   let drainPromise: Promise<void> | undefined;
   const dataPath: DataPath = {
