@@ -4,26 +4,18 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import https from 'node:https';
-import { createServer, type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
 import { waitFor } from '../../harness/discovery.ts';
 import { makeWebhookCerts, opensslAvailable } from '../../harness/injector.ts';
+import { logLine } from '../../harness/log-line.ts';
 import { inCI, repoRoot } from '../../harness/tools.ts';
 
 const skip = !opensslAvailable();
 if (skip && inCI) throw new Error('CI=true and openssl is not available for the webhook certificates');
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'outrigger-webhook-process-'));
 after(() => rmSync(tmp, { recursive: true, force: true }));
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 function healthz(port: number, ca: string): Promise<number> {
   return new Promise((resolve) => {
@@ -38,13 +30,12 @@ function healthz(port: number, ca: string): Promise<number> {
 
 test('outrigger webhook serves its probes over TLS and exits 0 after SIGTERM', { skip }, async (t) => {
   const certs = makeWebhookCerts(path.join(tmp, 'certs'));
-  const port = await freePort();
   const child = spawn(
     process.execPath,
     [
       path.join(repoRoot, 'src/main.ts'),
       'webhook',
-      ...['--listen', `127.0.0.1:${port}`, '--shutdown-delay-seconds', '0'],
+      ...['--listen', '127.0.0.1:0', '--shutdown-delay-seconds', '0'],
       ...['--tls-cert', path.join(certs.dir, 'tls.crt'), '--tls-key', path.join(certs.dir, 'tls.key')],
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },
@@ -54,6 +45,7 @@ test('outrigger webhook serves its probes over TLS and exits 0 after SIGTERM', {
   child.stdout.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr.on('data', (d: Buffer) => (output += d.toString()));
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  const port = Number((await logLine(child.stderr, 'webhook listening')).port);
   await waitFor('the webhook /healthz', async () => (await healthz(port, certs.caPem)) === 200);
   child.kill('SIGTERM');
   assert.equal(await exited, 0, output);

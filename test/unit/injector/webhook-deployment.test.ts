@@ -4,13 +4,13 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import https from 'node:https';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { parse } from 'yaml';
 import { webhookCommand } from '../../../src/cli/webhook.ts';
 import { makeWebhookCerts, opensslAvailable, writeSecretDir } from '../../harness/injector.ts';
+import { logLine } from '../../harness/log-line.ts';
 import { inCI, repoRoot } from '../../harness/tools.ts';
 
 const skip = !opensslAvailable();
@@ -23,14 +23,6 @@ interface WebhookContainer {
   readinessProbe: { httpGet: { path: string; port: string; scheme: string } };
   ports: { name: string; containerPort: number }[];
 }
-
-const freePort = (): Promise<number> =>
-  new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
 
 test(
   'the webhook Deployment starts `outrigger webhook` and passes its readiness probe',
@@ -54,8 +46,7 @@ test(
     const certs = makeWebhookCerts(path.join(tmp, 'certs'));
     const secret = path.join(tmp, 'secret');
     writeSecretDir(secret, { 'tls.crt': certs.certPem, 'tls.key': certs.keyPem });
-    const port = await freePort();
-    const args = c.args.map((a) => (a === '0.0.0.0:8443' ? `127.0.0.1:${port}` : a));
+    const args = c.args.map((a) => (a === '0.0.0.0:8443' ? '127.0.0.1:0' : a));
     assert.notDeepEqual(args, c.args, 'the manifest listens on 0.0.0.0:8443');
     const env: Record<string, string> = {
       PATH: process.env.PATH ?? '',
@@ -70,6 +61,7 @@ test(
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
     t.after(() => child.kill('SIGKILL'));
+    const port = Number((await logLine(child.stderr, 'webhook listening')).port);
 
     const probe = c.readinessProbe.httpGet;
     assert.equal(probe.scheme, 'HTTPS');
