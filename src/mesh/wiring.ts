@@ -35,7 +35,10 @@ const loopback = (addr: string | undefined): boolean =>
 
 export function meshWiring(o: {
   tls: MeshTls;
+  /** The port peers' mesh listeners are dialled on, and by default this one's own. */
   meshPort: number;
+  /** This sidecar's mesh listener port when it is not meshPort (port 0: tests own their ports). */
+  listenPort?: number;
   host?: string;
   appHost: string;
   allowFrom: () => readonly AllowRule[];
@@ -62,7 +65,7 @@ export function meshWiring(o: {
     listener: (handlers, ownPorts, limits) =>
       (listener = new MeshListener({
         host: o.host ?? '::',
-        port: o.meshPort,
+        port: o.listenPort ?? o.meshPort,
         tls: o.tls,
         allowFrom: o.allowFrom,
         handlers,

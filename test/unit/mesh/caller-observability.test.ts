@@ -10,7 +10,6 @@ import { noopObserver } from '../../../src/proxy/observer.ts';
 import { systemClock } from '../../../src/shared/clock.ts';
 import { createLogger } from '../../../src/shared/log.ts';
 import { ep, service } from '../routing/fixtures.ts';
-import { freePort } from '../../harness/jaeger.ts';
 import { credentialsFor, fixedSources, testCa } from '../../harness/mesh.ts';
 import { metric, send, startProxy } from '../proxy/harness.ts';
 
@@ -33,12 +32,16 @@ test('the callee labels meshed requests with the caller and plaintext ones as un
     app.closeAllConnections();
     app.close();
   });
-  // The same mesh port on both pods' addresses, as in a cluster.
-  const meshPort = await freePort();
-  const sidecar = async (host: string, id: string, observer: HopObserver, appPorts: number[] = []) => {
+  const sidecar = async (
+    host: string,
+    id: string,
+    observer: HopObserver,
+    o: { appPorts?: number[]; peerPort?: number },
+  ) => {
     const wiring = meshWiring({
       tls: new MeshTls(fixedSources(await credentialsFor(ca, id), ca.trustBundle), 'cluster.local'),
-      meshPort,
+      meshPort: o.peerPort ?? 1,
+      listenPort: 0,
       host,
       appHost: host,
       allowFrom: () => [],
@@ -48,15 +51,15 @@ test('the callee labels meshed requests with the caller and plaintext ones as un
       log,
     });
     const p = await startProxy(
-      { appPorts },
+      { appPorts: o.appPorts ?? [] },
       { hosts: { egress: host, ingress: host, admin: host, app: host }, mesh: wiring, observer },
     );
     t.after(() => p.close());
     return p;
   };
   const seen = recordingObserver();
-  const server = await sidecar('127.0.0.2', API, seen, [appPort]);
-  const client = await sidecar('127.0.0.1', WEB, noopObserver);
+  const server = await sidecar('127.0.0.2', API, seen, { appPorts: [appPort] });
+  const client = await sidecar('127.0.0.1', WEB, noopObserver, { peerPort: server.mesh ?? 0 });
   client.resolver.set(service('shop', 'api', { eps: { http: [ep('127.0.0.2', appPort)] } }));
 
   for (let i = 0; i < 3; i++)

@@ -10,7 +10,7 @@ import { forgedIdentityCorpus, FORGED_IDENTITY } from '../proxy/corpus.ts';
 import { grpcHeaders, h2Request, startH2Backend, type H2Backend } from '../proxy/h2/h2-harness.ts';
 import { exchange, raw, startProxy, type Proxy } from '../proxy/harness.ts';
 import { ep, service } from '../routing/fixtures.ts';
-import { API, app, freePort, listen, meshedSidecar, TD, WEB } from './mesh-harness.ts';
+import { API, app, listen, meshedSidecar, TD, WEB } from './mesh-harness.ts';
 
 /**
  * The forged-identity corpus through every way bytes reach an app: the plaintext ingress under
@@ -59,15 +59,14 @@ before(async () => {
     },
   );
   cleanups.push(() => plaintext.close());
-  listenerPort = await freePort('127.0.0.2');
-  await meshedSidecar(scope, {
+  const server = await meshedSidecar(scope, {
     host: '127.0.0.2',
-    meshPort: listenerPort,
     tls: new MeshTls(fixedSources(await credentialsFor(ca, API), ca.trustBundle), TD),
     appPorts: [apiPort, watched.port, h2App.port, greeter],
   });
   webTls = new MeshTls(fixedSources(await credentialsFor(ca, WEB), ca.trustBundle), TD);
-  client = await meshedSidecar(scope, { host: '127.0.0.1', meshPort: listenerPort, tls: webTls });
+  listenerPort = server.meshPort;
+  client = await meshedSidecar(scope, { host: '127.0.0.1', peerPort: listenerPort, tls: webTls });
   client.resolver.set(service('shop', 'api', { eps: { http: [ep('127.0.0.2', apiPort)] } }));
 });
 

@@ -23,13 +23,6 @@ export async function listen(
   return (server.address() as AddressInfo).port;
 }
 
-export async function freePort(host: string): Promise<number> {
-  const s = createServer();
-  const port = await listen(s, host);
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
-
 /** An app that answers with the headers it got. */
 export async function app(host: string, t: After): Promise<number> {
   const server = createHttpServer((req, res) => {
@@ -44,7 +37,7 @@ export async function app(host: string, t: After): Promise<number> {
 }
 
 /** A TCP relay that records every byte the client sends: what a packet capture would see. */
-export async function recordingRelay(host: string, port: number, to: number, t: After) {
+export async function recordingRelay(host: string, to: number, t: After) {
   const seen: Buffer[] = [];
   const sockets = new Set<Socket>();
   const relay = createServer((client) => {
@@ -60,15 +53,18 @@ export async function recordingRelay(host: string, port: number, to: number, t: 
     for (const s of sockets) s.destroy();
     relay.close();
   });
-  await new Promise<void>((r) => relay.listen(port, host, r));
-  return () => Buffer.concat(seen);
+  const port = await listen(relay, host);
+  return Object.assign(() => Buffer.concat(seen), { port });
 }
 
 export async function meshedSidecar(
   t: After,
   o: {
     host: string;
-    meshPort: number;
+    /** The port peers' mesh listeners are dialled on (default: none is dialled). */
+    peerPort?: number;
+    /** This sidecar's mesh listener port (default 0: the system picks; see `meshPort`). */
+    listenPort?: number;
     tls: MeshTls;
     allowFrom?: () => AllowRule[];
     appPorts?: number[];
@@ -79,7 +75,8 @@ export async function meshedSidecar(
 ) {
   const built = meshWiring({
     tls: o.tls,
-    meshPort: o.meshPort,
+    meshPort: o.peerPort ?? 1,
+    listenPort: o.listenPort ?? 0,
     host: o.host,
     appHost: o.host,
     allowFrom: o.allowFrom ?? (() => []),
@@ -94,5 +91,5 @@ export async function meshedSidecar(
     { hosts: { egress: o.host, ingress: o.host, admin: o.host, app: o.host }, mesh: wiring },
   );
   t.after(() => p.close());
-  return { ...p, wiring };
+  return { ...p, wiring, meshPort: p.mesh ?? 0 };
 }

@@ -4,16 +4,15 @@ import type { AllowRule } from '../../../src/config/parse.ts';
 import { MeshTls } from '../../../src/mesh/mesh-tls.ts';
 import { credentialsFor, fixedSources, testCa } from '../../harness/mesh.ts';
 import { echo, grpcHeaders, h2Client, h2Request, startH2Backend } from '../proxy/h2/h2-harness.ts';
-import { metric } from '../proxy/harness.ts';
+import { closedPort, metric } from '../proxy/harness.ts';
 import { ep, service } from '../routing/fixtures.ts';
-import { API, freePort, meshedSidecar, recordingRelay, TD, WEB } from './mesh-harness.ts';
+import { API, meshedSidecar, recordingRelay, TD, WEB } from './mesh-harness.ts';
 
 /** A sidecar whose plaintext callers all count as other pods (loopback never would). */
 async function strictPod(t: { after(fn: () => unknown): void }, appPort: number) {
   const ca = await testCa();
   return meshedSidecar(t, {
     host: '127.0.0.1',
-    meshPort: await freePort('127.0.0.1'),
     tls: new MeshTls(fixedSources(await credentialsFor(ca, API), ca.trustBundle), TD),
     mode: 'strict',
     appPorts: [appPort],
@@ -41,7 +40,6 @@ test('the h2c ingress never passes on an x-forwarded-client-cert a plaintext cal
   const ca = await testCa();
   const pod = await meshedSidecar(t, {
     host: '127.0.0.1',
-    meshPort: await freePort('127.0.0.1'),
     tls: new MeshTls(fixedSources(await credentialsFor(ca, API), ca.trustBundle), TD),
     appPorts: [backend.port],
   });
@@ -59,25 +57,23 @@ test('the h2c ingress never passes on an x-forwarded-client-cert a plaintext cal
 /** Two meshed server pods (127.0.0.2 behind a wire tap, 127.0.0.3), each with an h2c app; a meshed client. */
 async function grpcMesh(t: { after(fn: () => unknown): void }, rules: () => AllowRule[] = () => []) {
   const ca = await testCa();
-  const meshPort = await freePort('127.0.0.2');
-  const tappedPort = await freePort('127.0.0.2');
   const apps = [await startH2Backend(echo, {}, '127.0.0.2'), await startH2Backend(echo, {}, '127.0.0.3')];
   t.after(() => Promise.all(apps.map((a) => a.close())));
-  const servers = [];
-  for (const [i, host] of ['127.0.0.2', '127.0.0.3'].entries())
-    servers.push(
-      await meshedSidecar(t, {
-        host,
-        meshPort: i === 0 ? tappedPort : meshPort,
-        tls: new MeshTls(fixedSources(await credentialsFor(ca, API), ca.trustBundle), TD),
-        appPorts: [apps[i]?.port ?? 0],
-        allowFrom: rules,
-      }),
-    );
-  const wire = await recordingRelay('127.0.0.2', meshPort, tappedPort, t);
+  const server = async (i: number, host: string, listenPort = 0) =>
+    meshedSidecar(t, {
+      host,
+      listenPort,
+      tls: new MeshTls(fixedSources(await credentialsFor(ca, API), ca.trustBundle), TD),
+      appPorts: [apps[i]?.port ?? 0],
+      allowFrom: rules,
+    });
+  // The client dials one mesh port: the tap's on 127.0.0.2 and the second server's on 127.0.0.3.
+  const tapped = await server(0, '127.0.0.2');
+  const wire = await recordingRelay('127.0.0.2', tapped.meshPort, t);
+  const servers = [tapped, await server(1, '127.0.0.3', wire.port)];
   const client = await meshedSidecar(t, {
     host: '127.0.0.1',
-    meshPort,
+    peerPort: wire.port,
     tls: new MeshTls(fixedSources(await credentialsFor(ca, WEB), ca.trustBundle), TD),
   });
   client.resolver.set(
@@ -148,7 +144,7 @@ test('an h2c endpoint without a mesh listener gets plaintext h2c, remembered as 
   t.after(() => app.close());
   const client = await meshedSidecar(t, {
     host: '127.0.0.1',
-    meshPort: await freePort('127.0.0.4'),
+    peerPort: await closedPort('127.0.0.4'),
     tls: new MeshTls(fixedSources(await credentialsFor(ca, WEB), ca.trustBundle), TD),
   });
   client.resolver.set(service('shop', 'plain', { eps: { http: [ep('127.0.0.4', app.port)] } }));

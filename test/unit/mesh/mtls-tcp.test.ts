@@ -6,7 +6,7 @@ import { MeshTls } from '../../../src/mesh/mesh-tls.ts';
 import { credentialsFor, fixedSources, testCa } from '../../harness/mesh.ts';
 import { exchange, metric } from '../proxy/harness.ts';
 import { ep, service } from '../routing/fixtures.ts';
-import { API, freePort, listen, meshedSidecar, recordingRelay, TD, WEB } from './mesh-harness.ts';
+import { API, listen, meshedSidecar, recordingRelay, TD, WEB } from './mesh-harness.ts';
 
 /** A TCP app that answers each connection's first line with "PONG <line>". */
 async function pongApp(host: string, t: { after(fn: () => unknown): void }): Promise<number> {
@@ -35,22 +35,19 @@ const statsOf = (p: { wiring: { stats(): unknown } }) =>
 
 async function tcpMesh(t: { after(fn: () => unknown): void }, rules: () => AllowRule[] = () => []) {
   const ca = await testCa();
-  const meshPort = await freePort('127.0.0.2');
-  const listenerPort = await freePort('127.0.0.2');
   const appPort = await pongApp('127.0.0.2', t);
   const listeners: (() => void)[] = [];
   let webCreds = await credentialsFor(ca, WEB);
   const server = await meshedSidecar(t, {
     host: '127.0.0.2',
-    meshPort: listenerPort,
     tls: new MeshTls(fixedSources(await credentialsFor(ca, API), ca.trustBundle), TD),
     appPorts: [appPort],
     allowFrom: rules,
   });
-  const wire = await recordingRelay('127.0.0.2', meshPort, listenerPort, t);
+  const wire = await recordingRelay('127.0.0.2', server.meshPort, t);
   const client = await meshedSidecar(t, {
     host: '127.0.0.1',
-    meshPort,
+    peerPort: wire.port,
     tls: new MeshTls(
       {
         identity: { current: () => webCreds, onChange: (fn) => void listeners.push(fn) },

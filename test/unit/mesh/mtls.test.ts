@@ -8,28 +8,25 @@ import { systemClock } from '../../../src/shared/clock.ts';
 import { ep, service } from '../routing/fixtures.ts';
 import { credentialsFor, fixedSources, testCa } from '../../harness/mesh.ts';
 import { send, startProxy } from '../proxy/harness.ts';
-import { API, app, freePort, listen, log, meshedSidecar, recordingRelay, TD, WEB } from './mesh-harness.ts';
+import { API, app, listen, log, meshedSidecar, recordingRelay, TD, WEB } from './mesh-harness.ts';
 
 test('two meshed sidecars talk mutual TLS; the app sees the caller; plaintext to the rest; allow-from', async (t) => {
   const ca = await testCa();
   const [webCreds, apiCreds] = [await credentialsFor(ca, WEB), await credentialsFor(ca, API)];
   // The server pod on 127.0.0.2, an unmeshed pod on 127.0.0.3, the client on 127.0.0.1.
-  const meshPort = await freePort('127.0.0.2');
-  const listenerPort = await freePort('127.0.0.2');
   const apiPort = await app('127.0.0.2', t);
   const plainPort = await app('127.0.0.3', t);
   let rules: AllowRule[] = [];
   const server = await meshedSidecar(t, {
     host: '127.0.0.2',
-    meshPort: listenerPort,
     tls: new MeshTls(fixedSources(apiCreds, ca.trustBundle), TD),
     allowFrom: () => rules,
     appPorts: [apiPort],
   });
-  const wire = await recordingRelay('127.0.0.2', meshPort, listenerPort, t);
+  const wire = await recordingRelay('127.0.0.2', server.meshPort, t);
   const client = await meshedSidecar(t, {
     host: '127.0.0.1',
-    meshPort,
+    peerPort: wire.port,
     tls: new MeshTls(fixedSources(webCreds, ca.trustBundle), TD),
   });
   client.resolver.set(service('shop', 'api', { eps: { http: [ep('127.0.0.2', apiPort)] } }));
@@ -86,16 +83,14 @@ test('two meshed sidecars talk mutual TLS; the app sees the caller; plaintext to
 test('the mesh listener accepts neither plaintext nor a certificate from another CA', async (t) => {
   const ca = await testCa();
   const other = await testCa(Date.now(), 'another ca');
-  const listenerPort = await freePort('127.0.0.2');
   const apiPort = await app('127.0.0.2', t);
   const server = await meshedSidecar(t, {
     host: '127.0.0.2',
-    meshPort: listenerPort,
     tls: new MeshTls(fixedSources(await credentialsFor(ca, API), ca.trustBundle), TD),
   });
   // Plaintext HTTP to the mesh port: no HTTP answer, the connection is closed.
   const reply = await new Promise<string>((resolve) => {
-    const s = connect(listenerPort, '127.0.0.2');
+    const s = connect(server.meshPort, '127.0.0.2');
     let got = '';
     s.on('data', (d: Buffer) => (got += d.toString('latin1')));
     s.on('error', () => resolve(got));
@@ -107,7 +102,7 @@ test('the mesh listener accepts neither plaintext nor a certificate from another
   // A client whose certificate another CA signed: the handshake fails, the request never reaches the app.
   const intruder = await meshedSidecar(t, {
     host: '127.0.0.1',
-    meshPort: listenerPort,
+    peerPort: server.meshPort,
     // It trusts our CA (so it would accept the server) but presents another CA's certificate.
     tls: new MeshTls(fixedSources(await credentialsFor(other, WEB), ca.trustBundle), TD),
   });
@@ -162,11 +157,9 @@ test('certificate rotation on both sides under steady traffic fails no request',
     identity: { current: get, onChange: (fn: () => void) => void listeners.push(fn) },
     bundle: { pem: () => ca.trustBundle, onChange: () => {} },
   });
-  const listenerPort = await freePort('127.0.0.2');
   const apiPort = await app('127.0.0.2', t);
   const server = await meshedSidecar(t, {
     host: '127.0.0.2',
-    meshPort: listenerPort,
     tls: new MeshTls(
       rotating(() => apiCreds),
       TD,
@@ -175,7 +168,7 @@ test('certificate rotation on both sides under steady traffic fails no request',
   });
   const client = await meshedSidecar(t, {
     host: '127.0.0.1',
-    meshPort: listenerPort,
+    peerPort: server.meshPort,
     tls: new MeshTls(
       rotating(() => webCreds),
       TD,
@@ -206,13 +199,11 @@ test('a strict pod is unready until it holds a certificate; a permissive one doe
   };
   const strict = await meshedSidecar(t, {
     host: '127.0.0.1',
-    meshPort: await freePort('127.0.0.1'),
     tls: new MeshTls(sources, TD),
     mode: 'strict',
   });
   const permissive = await meshedSidecar(t, {
     host: '127.0.0.1',
-    meshPort: await freePort('127.0.0.1'),
     tls: new MeshTls(sources, TD),
   });
   const readyz = async (p: typeof strict) => (await send(p.admin, { path: '/readyz' })).status;
@@ -236,7 +227,7 @@ test('a mesh port that never finishes the handshake fails the connect; it is no 
   const apiPort = await app('127.0.0.2', t);
   const client = await meshedSidecar(t, {
     host: '127.0.0.1',
-    meshPort,
+    peerPort: meshPort,
     tls: new MeshTls(fixedSources(await credentialsFor(ca, WEB), ca.trustBundle), TD),
   });
   client.resolver.set(service('shop', 'api', { eps: { http: [ep('127.0.0.2', apiPort)] } }));

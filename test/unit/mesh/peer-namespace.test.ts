@@ -10,7 +10,7 @@ import { systemClock } from '../../../src/shared/clock.ts';
 import { credentialsFor, fixedSources, testCa } from '../../harness/mesh.ts';
 import { ep, service } from '../routing/fixtures.ts';
 import { send } from '../proxy/harness.ts';
-import { API, app, freePort, log, meshedSidecar, TD, WEB } from './mesh-harness.ts';
+import { API, app, log, meshedSidecar, TD, WEB } from './mesh-harness.ts';
 
 /** api's identity in another namespace than API's (shop). */
 const PROD_API = 'spiffe://cluster.local/ns/prod/sa/api';
@@ -18,21 +18,24 @@ const PROD_API = 'spiffe://cluster.local/ns/prod/sa/api';
 test('a client refuses a meshed server of another namespace than the Service, and tries the next endpoint', async (t) => {
   const ca = await testCa();
   // Two server pods with one mesh port: 127.0.0.2 holds shop's api identity, 127.0.0.4 prod's.
-  const meshPort = await freePort('127.0.0.2');
+  let meshPort = 0;
   const [shopApp, prodApp] = [await app('127.0.0.2', t), await app('127.0.0.4', t)];
   for (const [host, id, port] of [
     ['127.0.0.2', API, shopApp],
     ['127.0.0.4', PROD_API, prodApp],
   ] as const)
-    await meshedSidecar(t, {
-      host,
-      meshPort,
-      tls: new MeshTls(fixedSources(await credentialsFor(ca, id), ca.trustBundle), TD),
-      appPorts: [port],
-    });
+    // The first binds a port of its own choosing, the second the same on its address.
+    meshPort = (
+      await meshedSidecar(t, {
+        host,
+        listenPort: meshPort,
+        tls: new MeshTls(fixedSources(await credentialsFor(ca, id), ca.trustBundle), TD),
+        appPorts: [port],
+      })
+    ).meshPort;
   const client = await meshedSidecar(t, {
     host: '127.0.0.1',
-    meshPort,
+    peerPort: meshPort,
     tls: new MeshTls(fixedSources(await credentialsFor(ca, WEB), ca.trustBundle), TD),
   });
   // prod/api lists both pods: the one of shop is refused, each request goes to prod's.
@@ -67,7 +70,7 @@ test('the namespace is checked on every protocol, and a TLS session is resumed o
   const ca = await testCa();
   const listener = new MeshListener({
     host: '127.0.0.2',
-    port: await freePort('127.0.0.2'),
+    port: 0,
     tls: new MeshTls(fixedSources(await credentialsFor(ca, API), ca.trustBundle), TD),
     allowFrom: () => [],
     handlers: { onRequest: (_q, r) => r.end('ok'), onTcp: (s) => s.once('data', () => s.end('pong')) },

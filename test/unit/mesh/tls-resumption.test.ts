@@ -10,7 +10,7 @@ import { defaultLimits } from '../../../src/proxy/server.ts';
 import { systemClock } from '../../../src/shared/clock.ts';
 import { credentialsFor, testCa } from '../../harness/mesh.ts';
 import { FakeClock } from '../../harness/fake-clock.ts';
-import { API, freePort, log, TD, WEB } from './mesh-harness.ts';
+import { API, log, TD, WEB } from './mesh-harness.ts';
 
 test('the session cache keeps the latest ticket per key and forgets the oldest beyond its bound', () => {
   const s = new TlsSessions(2);
@@ -50,7 +50,7 @@ async function pair(t: { after(fn: () => unknown): void }, handlers: Partial<Mes
   const clock = new FakeClock(Date.now());
   const listener = new MeshListener({
     host: '127.0.0.2',
-    port: await freePort('127.0.0.2'),
+    port: 0,
     tls: serverTls,
     allowFrom: () => [],
     handlers: { onRequest: (_q, r) => r.end('http/1.1'), ...handlers },

@@ -73,9 +73,9 @@ export async function startRecorder(
 }
 
 /** A port on which nothing listens (connections are refused). */
-export async function closedPort(): Promise<number> {
+export async function closedPort(host = '127.0.0.1'): Promise<number> {
   const s = createNetServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  await new Promise<void>((r) => s.listen(0, host, r));
   const port = (s.address() as AddressInfo).port;
   await new Promise<void>((r) => s.close(() => r()));
   return port;
@@ -103,6 +103,8 @@ export interface Proxy {
   egress: number;
   ingress: number;
   admin: number;
+  /** The mesh listener's port, with the mesh. */
+  mesh?: number;
   close(): Promise<void>;
 }
 
