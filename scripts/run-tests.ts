@@ -3,11 +3,11 @@
 import { spawnSync } from 'node:child_process';
 import { globSync } from 'node:fs';
 
-// Unit test files run one at a time: the mutual-TLS ones listen on shared 127.0.0.x ports found
-// free a moment earlier, which a file running alongside could take. Each unit test gets at most
-// 2 minutes, so a hang fails its test instead of the whole run's time budget.
+// Unit test files run two at a time (they own their ports: listeners bind port 0, and the demo's
+// fixed pod addresses are used by one file only). Each unit test gets at most 2 minutes, so a hang
+// fails its test instead of the whole run's time budget.
 const suites: { name: string; pattern: string; concurrency: number; timeoutMs?: number }[] = [
-  { name: 'unit', pattern: 'test/unit/**/*.test.ts', concurrency: 1, timeoutMs: 120_000 },
+  { name: 'unit', pattern: 'test/unit/**/*.test.ts', concurrency: 2, timeoutMs: 120_000 },
   { name: 'integration', pattern: 'test/integration/**/*.test.ts', concurrency: 1 },
   { name: 'e2e', pattern: 'test/e2e/**/*.test.ts', concurrency: 1 },
 ];
