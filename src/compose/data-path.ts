@@ -75,7 +75,10 @@ export interface DataPathDeps {
   metricsExtra?: () => Record<string, { help: string; value: number }>;
   /** Grace period of a drain started by POST /drain (SIGTERM passes its own). */
   drainGraceMs?: number;
-  /** Transparent capture: how long a silent client is waited for before it is treated as TCP. */
+  /**
+   * How long a silent client is waited for before it is treated as TCP (transparent capture, and
+   * CONNECT tunnels to h2c ports).
+   */
   detectTimeoutMs?: number;
   /** Mutual TLS between sidecars: the egress dialer and the mesh listener. */
   mesh?: MeshWiring;
@@ -158,6 +161,7 @@ export function createDataPath(config: DataPathConfig, deps: DataPathDeps): Data
     ...(od ? { originalDestination: od } : {}),
     connectTimeoutMs: config.connectTimeoutMs,
     idleTimeoutMs: config.idleTimeoutMs,
+    ...(deps.detectTimeoutMs !== undefined ? { detectTimeoutMs: deps.detectTimeoutMs } : {}),
     ...(deps.mesh ? { tcpDial: deps.mesh.dialTcp } : {}),
     h2Tunnel: {
       accepts: speaksH2c,
