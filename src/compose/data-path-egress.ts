@@ -63,6 +63,7 @@ export function createEgress(
     ...(c.originalDestination ? { originalDestination: c.originalDestination } : {}),
     connectTimeoutMs: config.connectTimeoutMs,
     idleTimeoutMs: config.idleTimeoutMs,
+    ...(deps.detectTimeoutMs !== undefined ? { detectTimeoutMs: deps.detectTimeoutMs } : {}),
     ...(deps.mesh ? { tcpDial: deps.mesh.dialTcp } : {}),
     h2Tunnel: {
       accepts: speaksH2c,

@@ -68,7 +68,10 @@ export interface DataPathDeps {
   metricsExtra?: () => Record<string, { help: string; value: number }>;
   /** Grace period of a drain started by POST /drain (SIGTERM passes its own). */
   drainGraceMs?: number;
-  /** Transparent capture: how long a silent client is waited for before it is treated as TCP. */
+  /**
+   * How long a silent client is waited for before it is treated as TCP (transparent capture, and
+   * CONNECT tunnels to h2c ports).
+   */
   detectTimeoutMs?: number;
   /** Mutual TLS between sidecars: the egress dialer and the mesh listener. */
   mesh?: MeshWiring;

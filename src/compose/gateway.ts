@@ -118,6 +118,10 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
         outrigger_gateway_ingresses: { help: 'Ingresses served', value: g.servedIngresses },
         outrigger_gateway_routes: { help: 'Host and path rules in the route table', value: g.routes },
         outrigger_gateway_tls_secrets: { help: 'TLS Secrets served', value: g.tlsSecrets },
+        outrigger_gateway_conflicts: {
+          help: 'Rules, defaults, certificates or hosts of an Ingress not served because an older Ingress has them',
+          value: g.conflicts,
+        },
         outrigger_gateway_stale_collections: {
           help: 'Collections (Ingresses, IngressClasses, Secrets) served from last-known-good data',
           value: g.stale.length,

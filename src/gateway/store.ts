@@ -22,7 +22,7 @@ import {
   type IngressClass,
   type TlsSecret,
 } from './objects.ts';
-import { RouteTable } from './table.ts';
+import { RouteTable, type TableProblem } from './table.ts';
 
 /**
  * What the gateway reads from the API, kept under the same last-known-good rules as the sidecar's
@@ -60,7 +60,9 @@ export interface GatewayStatus {
   routes: number;
   tlsSecrets: number;
   stale: { collection: string; reason: string; since: number }[];
-  problems: { ingress: string; message: string }[];
+  /** How many of the problems are conflicts (a rule, default, certificate or host lost). */
+  conflicts: number;
+  problems: TableProblem[];
 }
 
 const INGRESSES = (ns: string | undefined): string =>
@@ -130,7 +132,10 @@ export class GatewayStore {
     return this.#table;
   }
 
-  /** The Ingresses the current table was built from (ours by class). */
+  /**
+   * The Ingresses of our class of which the current table serves something: an Ingress whose
+   * every host belongs to another namespace is not among them (its status gets no address).
+   */
   served(): Ingress[] {
     return this.#served;
   }
@@ -179,6 +184,7 @@ export class GatewayStore {
       routes: this.#table.routes,
       tlsSecrets: this.secrets().size,
       stale,
+      conflicts: this.#table.conflicts().length,
       problems: this.#table.problems,
     };
   }
@@ -273,15 +279,36 @@ export class GatewayStore {
       this.#o.classPolicy,
     );
     const table = new RouteTable(served);
-    this.#served = served;
+    this.#served = served.filter((ing) => table.serves(ing));
     this.#syncSecretWatches(table);
     this.#stale = this.#computeStale();
     const before = this.#table;
     this.#table = table;
     if (before.routes !== table.routes || before.ingresses !== table.ingresses)
       this.#log.info('route table rebuilt', { ingresses: table.ingresses, routes: table.routes });
+    this.#logConflicts(before, table);
     this.#o.onTable?.(table, this.secrets());
     this.#writer?.schedule();
+  }
+
+  /**
+   * One line per conflict that appears and one per conflict that goes: a table rebuilt from the
+   * same Ingresses (a relist, a resync, a snapshot confirmed) has the same conflicts, so nothing.
+   */
+  #logConflicts(before: RouteTable, after: RouteTable): void {
+    const keyed = (t: RouteTable): Map<string, TableProblem> =>
+      new Map(t.conflicts().map((p) => [JSON.stringify([p.ingress, p.conflict]), p]));
+    const was = keyed(before);
+    const now = keyed(after);
+    for (const [key, p] of now)
+      if (!was.has(key))
+        this.#log.warn('Ingress rule not served: conflict', {
+          ingress: p.ingress,
+          ...p.conflict,
+          reason: p.message,
+        });
+    for (const [key, p] of was)
+      if (!now.has(key)) this.#log.info('Ingress conflict resolved', { ingress: p.ingress, ...p.conflict });
   }
 
   /**

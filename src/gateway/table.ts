@@ -15,11 +15,20 @@ import { objectKey, type Backend, type Ingress, type PathType } from './objects.
  *   The longest rule path wins (a trailing slash not counted); on a tie Exact beats Prefix, and of
  *   two Prefix paths that differ only by a trailing slash the one with it wins (the API's rule).
  * - No path matches: the host's default backend (the `spec.defaultBackend` of the oldest Ingress
- *   with rules for that host), else the catch-all default (that of the oldest Ingress without a
+ *   of the owning namespace with rules for that host), else the catch-all default (that of the oldest Ingress without a
  *   host in its rules, or without rules), else no route (404).
  *
- * Conflicts (two Ingresses with the same host, path type and path, or TLS for the same host): the
- * oldest `creationTimestamp` wins, then namespace/name in lexical order; the losers are reported.
+ * Host ownership: a host (as written, so `*.foo.com` and `bar.foo.com` are two names; '' for the
+ * catch-all of rules without host and defaultBackend-only Ingresses) belongs to the namespace of
+ * the oldest Ingress that claims it by a rule or a TLS entry. Another namespace's rules, default
+ * backend and certificate for it are not served: otherwise any namespace that may create an
+ * Ingress could add a path to another team's host, served under that team's certificate.
+ *
+ * Conflicts (within the owning namespace: the same host, path type and path from two Ingresses,
+ * two default backends or two TLS Secrets for one host): the oldest `creationTimestamp` wins, then
+ * namespace/name in lexical order; the losers are reported. Ownership and conflicts depend only on
+ * the set of Ingresses, never on the order they arrived in, so a relist or a snapshot load decides
+ * the same way.
  *
  * Lookup cost: one Map probe for the host (two with a wildcard), one Map probe for Exact and a walk
  * down a trie of path elements for Prefix: it depends on the request's path depth, not on how
@@ -47,9 +56,27 @@ export interface TlsBinding {
   secret: string;
 }
 
+/** What an Ingress lost to an older one, and to which. */
+export interface Conflict {
+  /**
+   * host: the host belongs to another namespace, and nothing this Ingress declares for it is
+   * served; path, defaultBackend, tls: an older Ingress of the owning namespace has the same.
+   */
+  kind: 'host' | 'path' | 'defaultBackend' | 'tls';
+  /** The host as written; '' for the catch-all. */
+  host: string;
+  path?: string;
+  pathType?: PathType;
+  /** "namespace/name" of the Ingress whose declaration is served. */
+  winner: string;
+  /** The namespace the host belongs to. */
+  owner: string;
+}
+
 export interface TableProblem {
   ingress: string;
   message: string;
+  conflict?: Conflict;
 }
 
 interface PrefixNode {
@@ -62,12 +89,13 @@ class HostRoutes {
   readonly prefix: PrefixNode = { children: undefined, route: undefined };
   fallback: Route | undefined;
 
-  /** false when an older rule already holds the same path and type. */
-  add(route: Route): boolean {
+  /** The older route that already holds the same path and type, or undefined when added. */
+  add(route: Route): Route | undefined {
     if (route.pathType === 'Exact') {
-      if (this.exact.has(route.path)) return false;
+      const have = this.exact.get(route.path);
+      if (have) return have;
       this.exact.set(route.path, route);
-      return true;
+      return undefined;
     }
     let node = this.prefix;
     forEachElement(route.path, (el) => {
@@ -77,10 +105,10 @@ class HostRoutes {
       node = next;
     });
     const have = node.route;
-    if (have?.path === route.path) return false;
+    if (have?.path === route.path) return have;
     // `/foo` and `/foo/` share a node and match the same requests; the API says `/foo/` wins.
     if (!have || route.path.endsWith('/')) node.route = route;
-    return true;
+    return undefined;
   }
 
   match(path: string): Route | undefined {
@@ -159,19 +187,59 @@ class HostIndex<T> {
   }
 }
 
+/** The hosts an Ingress's rules name and that are valid ('' for a rule without host). */
+function ruleHosts(ing: Ingress): Set<string> {
+  const out = new Set<string>();
+  for (const r of ing.spec.rules) if (r.host === '' || validRuleHost(r.host)) out.add(r.host);
+  return out;
+}
+
+/**
+ * Every host an Ingress claims: its rules' hosts, the hosts its TLS Secrets are for, and the
+ * catch-all when its defaultBackend is the catch-all (it has no valid rule).
+ */
+function claims(ing: Ingress): Set<string> {
+  const out = ruleHosts(ing);
+  if (out.size === 0 && ing.spec.defaultBackend) out.add('');
+  for (const t of ing.spec.tls) if (t.secretName) for (const h of t.hosts) out.add(h);
+  return out;
+}
+
+/** Host -> the oldest Ingress claiming it; sorted must be oldest first. */
+function hostOwners(sorted: readonly Ingress[]): Map<string, Ingress> {
+  const owners = new Map<string, Ingress>();
+  for (const ing of sorted) for (const h of claims(ing)) if (!owners.has(h)) owners.set(h, ing);
+  return owners;
+}
+
 export class RouteTable {
   readonly #hosts = new HostIndex<HostRoutes>();
   readonly #anyHost = new HostRoutes();
   readonly #tls = new HostIndex<TlsBinding>();
+  readonly #owners: Map<string, Ingress>;
+  /** Ingresses of which nothing is served because every host they claim is another namespace's. */
+  readonly #refused = new Set<string>();
   readonly problems: TableProblem[] = [];
+  /** Ingresses of which something is served. */
   readonly ingresses: number;
   routes = 0;
 
   /** Builds the table; the Ingresses are sorted by age here, so the input order does not matter. */
   constructor(ingresses: Iterable<Ingress>) {
     const sorted = [...ingresses].sort(byAge);
-    this.ingresses = sorted.length;
+    this.#owners = hostOwners(sorted);
     for (const ing of sorted) this.#addIngress(ing);
+    this.ingresses = sorted.length - this.#refused.size;
+  }
+
+  /** False for an Ingress whose every host belongs to another namespace: nothing of it is served. */
+  serves(ing: Ingress): boolean {
+    return !this.#refused.has(objectKey(ing.metadata));
+  }
+
+  /** The problems that are conflicts: what an Ingress lost to an older one. */
+  conflicts(): TableProblem[] {
+    return this.problems.filter((p) => p.conflict);
   }
 
   /** The route for a request, or undefined (404). host is the raw Host header. */
@@ -216,19 +284,42 @@ export class RouteTable {
   #addIngress(ing: Ingress): void {
     const id = objectKey(ing.metadata);
     const ns = ing.metadata.namespace;
-    const problem = (message: string): void => void this.problems.push({ ingress: id, message });
-    const backendOf = (b: Backend, where: string): ServiceBackend | undefined => {
-      if (b.kind === 'service') return { namespace: ns, name: b.name, port: b.port };
-      problem(`${where}: resource backends (${b.kind_} ${b.name}) are not supported; skipped`);
-      return undefined;
+    const problem = (message: string, conflict?: Conflict): void =>
+      void this.problems.push({ ingress: id, message, ...(conflict ? { conflict } : {}) });
+    const lost = new Set<string>();
+    /** Whether ns owns host; the first time it does not, the whole host is reported once. */
+    const owns = (host: string): boolean => {
+      const owner = this.#owners.get(host);
+      if (!owner || owner.metadata.namespace === ns) return true;
+      if (!lost.has(host)) {
+        lost.add(host);
+        const winner = objectKey(owner.metadata);
+        const on = owner.metadata.namespace;
+        problem(
+          `${host || 'the catch-all (any host)'} belongs to namespace ${on} (${winner} claimed it first); ` +
+            'nothing this Ingress declares for it is served',
+          { kind: 'host', host, winner, owner: on },
+        );
+      }
+      return false;
     };
-    const hosts = new Set<string>();
+    let served = 0;
+    served += this.#addRules(ing, id, owns, problem);
+    served += this.#addDefault(ing, id, owns, problem);
+    served += this.#addTls(ing, id, owns, problem);
+    if (served === 0 && lost.size > 0) this.#refused.add(id);
+  }
+
+  /** The Ingress's rules on the hosts its namespace owns; the number of routes added. */
+  #addRules(ing: Ingress, id: string, owns: (h: string) => boolean, problem: ProblemSink): number {
+    const ns = ing.metadata.namespace;
+    let added = 0;
     for (const rule of ing.spec.rules) {
       if (rule.host !== '' && !validRuleHost(rule.host)) {
         problem(`host ${JSON.stringify(rule.host)} is not a valid Ingress host; rule skipped`);
         continue;
       }
-      hosts.add(rule.host);
+      if (!owns(rule.host)) continue;
       const bucket = this.#bucket(rule.host);
       for (const p of rule.paths) {
         const where = `${rule.host || '*'}${p.path}`;
@@ -236,38 +327,93 @@ export class RouteTable {
           problem(`${where}: path must start with "/"; skipped`);
           continue;
         }
-        const backend = backendOf(p.backend, where);
+        const backend = backendOf(ns, p.backend, where, problem);
         if (!backend) continue;
         const pathType = p.pathType === 'ImplementationSpecific' ? 'Prefix' : p.pathType;
         const route: Route = { ingress: id, backend, host: rule.host, path: p.path, pathType };
-        if (bucket.add(route)) this.routes++;
-        else problem(`${where} (${pathType}): an older Ingress already routes it; ignored`);
+        const older = bucket.add(route);
+        if (!older) {
+          added++;
+          continue;
+        }
+        problem(`${where} (${pathType}): ${older.ingress} is older and routes it; ignored`, {
+          kind: 'path',
+          host: rule.host,
+          path: p.path,
+          pathType,
+          winner: older.ingress,
+          owner: ns,
+        });
       }
     }
+    this.routes += added;
+    return added;
+  }
+
+  /**
+   * spec.defaultBackend: the default of the hosts the Ingress's rules name, or the catch-all when
+   * it has no rules (or only host-less ones); only where its namespace owns the host.
+   */
+  #addDefault(ing: Ingress, id: string, owns: (h: string) => boolean, problem: ProblemSink): number {
+    const ns = ing.metadata.namespace;
     const db = ing.spec.defaultBackend;
-    const fallback = db && backendOf(db, 'defaultBackend');
-    if (fallback) {
-      const route: Route = { ingress: id, backend: fallback, host: '', path: '', pathType: 'DefaultBackend' };
-      // No rules, or a host-less rule: the catch-all. Otherwise the default of the hosts it names.
-      if (hosts.size === 0) hosts.add('');
-      for (const h of hosts) {
-        const bucket = this.#bucket(h);
-        if (!bucket.fallback) bucket.fallback = route;
-        else if (bucket.fallback.ingress !== id)
-          problem(`defaultBackend for ${h || 'any host'}: ${bucket.fallback.ingress} is older and wins`);
+    const fallback = db && backendOf(ns, db, 'defaultBackend', problem);
+    if (!fallback) return 0;
+    const route: Route = { ingress: id, backend: fallback, host: '', path: '', pathType: 'DefaultBackend' };
+    const hosts = ruleHosts(ing);
+    if (hosts.size === 0) hosts.add('');
+    let bound = 0;
+    for (const h of hosts) {
+      if (!owns(h)) continue;
+      const bucket = this.#bucket(h);
+      if (!bucket.fallback) {
+        bucket.fallback = route;
+        bound++;
+      } else if (bucket.fallback.ingress !== id) {
+        const winner = bucket.fallback.ingress;
+        problem(`defaultBackend for ${h || 'any host'}: ${winner} is older and wins`, {
+          kind: 'defaultBackend',
+          host: h,
+          winner,
+          owner: ns,
+        });
       }
     }
+    return bound;
+  }
+
+  /** The Ingress's TLS Secrets for the hosts its namespace owns; the number of hosts bound. */
+  #addTls(ing: Ingress, id: string, owns: (h: string) => boolean, problem: ProblemSink): number {
+    const ns = ing.metadata.namespace;
+    let bound = 0;
     for (const t of ing.spec.tls) {
       if (!t.secretName) continue;
       const secret = `${ns}/${t.secretName}`;
       for (const h of t.hosts) {
+        if (!owns(h)) continue;
         const have = this.#tls.peek(h);
-        if (have && have.secret !== secret)
-          problem(`TLS for ${h}: ${have.ingress} is older and its Secret wins`);
-        this.#tls.at(h, () => ({ ingress: id, secret }));
+        if (!have) {
+          this.#tls.at(h, () => ({ ingress: id, secret }));
+          bound++;
+        } else if (have.secret !== secret)
+          problem(`TLS for ${h}: ${have.ingress} is older and its Secret wins`, {
+            kind: 'tls',
+            host: h,
+            winner: have.ingress,
+            owner: ns,
+          });
       }
     }
+    return bound;
   }
+}
+
+type ProblemSink = (message: string, conflict?: Conflict) => void;
+
+function backendOf(ns: string, b: Backend, where: string, problem: ProblemSink): ServiceBackend | undefined {
+  if (b.kind === 'service') return { namespace: ns, name: b.name, port: b.port };
+  problem(`${where}: resource backends (${b.kind_} ${b.name}) are not supported; skipped`);
+  return undefined;
 }
 
 /** A DNS name, or `*.` and a DNS name: what the API server's validation admits for rule hosts. */

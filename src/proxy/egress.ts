@@ -14,6 +14,7 @@ import { toOriginForm, upstreamRequestHeaders } from './headers.ts';
 import { hopToken, markHop, seenBefore } from './loop.ts';
 import { endOnce, startRequestHop, type Hop, type HopObserver } from './observer.ts';
 import { sendError, statusOf, writeSocketError, type ProxyErrorCode } from './status.ts';
+import { h2PrefaceOrNot } from './sniff.ts';
 import { openUpstream, splice } from './tunnel.ts';
 
 /**
@@ -32,17 +33,26 @@ export interface EgressOptions {
   originalDestination?: OriginalDestination;
   connectTimeoutMs: number;
   idleTimeoutMs: number;
+  /** How long a tunnel to an h2c port waits for its client's first bytes before it is opaque. */
+  detectTimeoutMs?: number;
   /** Opens TCP streams to a Service's endpoints (mutual TLS to meshed ones); passthrough stays plain. */
   tcpDial?: Dial;
   /**
-   * Takes over a CONNECT tunnel to a Service port that speaks h2c (appProtocol), after the 200:
-   * its streams are then balanced one by one. Resolves when the tunnel has closed.
+   * Takes over a CONNECT tunnel to a Service port that speaks h2c (appProtocol) whose client
+   * opened with the h2c preface: its streams are then balanced one by one. Resolves when the
+   * tunnel has closed.
    */
   h2Tunnel?: {
     accepts(appProtocol: string | undefined): boolean;
     adopt(socket: Socket, head: Buffer, dest: RouteDestination): Promise<void>;
   };
 }
+
+const ESTABLISHED = 'HTTP/1.1 200 Connection Established\r\n\r\n';
+/** As long as transparent capture waits for a silent client's first bytes. */
+const DETECT_TIMEOUT_MS = 1_000;
+
+type Plan = Extract<Decision, { kind: 'plan' }>;
 
 type Target = { dest: RouteDestination; original?: Destination } | { error: string; code?: 'misdirected' };
 
@@ -169,25 +179,62 @@ export class EgressHandler {
       return;
     }
     const h2 = this.#o.h2Tunnel;
-    if (http && h2?.accepts(decision.appProtocol)) {
-      socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-      await h2.adopt(socket, head, dest);
-      hop.end({ status: 200 });
+    if (http && h2?.accepts(decision.appProtocol))
+      return this.#h2OrOpaque(socket, head, dest, decision, hop, h2);
+    const open = await this.#open(decision, hop);
+    if ('code' in open) {
+      if (http) return this.#socketFail(socket, hop, open.code, open.detail);
+      socket.destroy();
+      hop.end({ status: 0, errorCode: open.code, errorMessage: open.detail });
       return;
     }
+    if (http) socket.write(ESTABLISHED);
+    await this.#splice(socket, open.upstream, head);
+    hop.end({ status: http ? 200 : 0 });
+  }
+
+  /**
+   * A CONNECT tunnel to a port whose appProtocol says h2c. The appProtocol names what the port
+   * serves, not what this client speaks (gRPC over TLS is common on `grpc` ports), so the client's
+   * first bytes decide: the h2c preface is served here, each stream balanced on its own; anything
+   * else is an opaque stream, as to any other port. The 200 has to go first (a client says nothing
+   * before it), so a failed connect can then only close the tunnel.
+   */
+  async #h2OrOpaque(
+    socket: Socket,
+    head: Buffer,
+    dest: RouteDestination,
+    decision: Plan,
+    hop: Hop,
+    h2: NonNullable<EgressOptions['h2Tunnel']>,
+  ): Promise<void> {
+    socket.write(ESTABLISHED);
+    const waitMs = this.#o.detectTimeoutMs ?? DETECT_TIMEOUT_MS;
+    const first = await h2PrefaceOrNot(socket, head, this.#o.clock, waitMs);
+    if (first.kind === 'h2') await h2.adopt(socket, first.head, dest);
+    if (first.kind !== 'other') return hop.end({ status: 200 });
+    const open = await this.#open(decision, hop);
+    if ('code' in open) {
+      socket.destroy();
+      return hop.end({ status: 200, errorCode: open.code, errorMessage: open.detail });
+    }
+    await this.#splice(socket, open.upstream, first.head);
+    hop.end({ status: 200 });
+  }
+
+  async #open(
+    decision: Plan,
+    hop: Hop,
+  ): Promise<{ upstream: Socket } | { code: ProxyErrorCode; detail: string }> {
     const dial = decision.passthrough ? undefined : this.#o.tcpDial;
     const open = await openUpstream(decision, hop, this.#o.clock, this.#o.connectTimeoutMs, dial);
-    if (!open.ok) {
-      const code = open.timedOut ? 'upstream_timeout' : 'upstream_failed';
-      if (http) return this.#socketFail(socket, hop, code, open.detail);
-      socket.destroy();
-      hop.end({ status: 0, errorCode: code, errorMessage: open.detail });
-      return;
-    }
-    if (http) socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-    if (head.length > 0) open.upstream.write(head);
-    await splice(socket, open.upstream, this.#o.idleTimeoutMs);
-    hop.end({ status: http ? 200 : 0 });
+    if (open.ok) return { upstream: open.upstream };
+    return { code: open.timedOut ? 'upstream_timeout' : 'upstream_failed', detail: open.detail };
+  }
+
+  #splice(socket: Socket, upstream: Socket, head: Buffer): Promise<void> {
+    if (head.length > 0) upstream.write(head);
+    return splice(socket, upstream, this.#o.idleTimeoutMs);
   }
 
   #upstreamHeaders(req: IncomingMessage, upgrade: boolean): IncomingMessage['headers'] {

@@ -35,11 +35,9 @@ export type StreamKind = 'http' | 'h2' | 'tcp';
  * unfinished line that could still become a request line is HTTP.
  */
 export function classify(buf: Buffer, final: boolean): StreamKind | 'more' {
-  const n = Math.min(buf.length, H2_PREFACE.length);
-  if (n > 0 && buf.subarray(0, n).equals(H2_PREFACE.subarray(0, n))) {
-    if (n === H2_PREFACE.length) return 'h2';
-    if (!final) return 'more';
-  }
+  const preface = prefaceOf(buf);
+  if (preface === 'h2') return 'h2';
+  if (preface === 'more' && !final) return 'more';
   const all = buf.subarray(0, SNIFF_LIMIT).toString('latin1');
   const text = all.replace(LEADING_EMPTY_LINES, '');
   const atLimit = final || buf.length >= SNIFF_LIMIT;
@@ -49,6 +47,47 @@ export function classify(buf: Buffer, final: boolean): StreamKind | 'more' {
   if (eol >= 0) return REQUEST_LINE.test(text.slice(0, eol)) ? 'http' : 'tcp';
   if (!REQUEST_LINE_START.test(text)) return 'tcp';
   return atLimit ? 'http' : 'more';
+}
+
+/** 'h2' once buf holds the whole h2c preface, 'more' while it is a prefix of it (or empty), else 'no'. */
+export function prefaceOf(buf: Buffer): 'h2' | 'more' | 'no' {
+  const n = Math.min(buf.length, H2_PREFACE.length);
+  if (!buf.subarray(0, n).equals(H2_PREFACE.subarray(0, n))) return 'no';
+  return n === H2_PREFACE.length ? 'h2' : 'more';
+}
+
+/**
+ * Reads a tunnel's first bytes (after head, those already read) until they are the h2c preface
+ * ('h2') or cannot be ('other': a TLS record starts 0x16, so gRPC over TLS is 'other' at its first
+ * byte). A client silent for waitMs is 'other' too: a server-speaks-first protocol must still get
+ * its stream. 'closed' when the client left first. The socket is left paused; the bytes are returned.
+ */
+export function h2PrefaceOrNot(
+  socket: Socket,
+  head: Buffer,
+  clock: Clock,
+  waitMs: number,
+): Promise<{ kind: 'h2' | 'other' | 'closed'; head: Buffer }> {
+  const kindOf = (p: 'h2' | 'no'): 'h2' | 'other' => (p === 'h2' ? 'h2' : 'other');
+  const known = prefaceOf(head);
+  if (known !== 'more') return Promise.resolve({ kind: kindOf(known), head });
+  if (socket.destroyed) return Promise.resolve({ kind: 'closed', head });
+  return new Promise((resolve) => {
+    let got = head;
+    const finish = (kind: 'h2' | 'other' | 'closed'): void => {
+      timer.cancel();
+      socket.off('data', onData).off('close', onClose).pause();
+      resolve({ kind, head: got });
+    };
+    const onData = (d: Buffer): void => {
+      got = Buffer.concat([got, d]);
+      const p = prefaceOf(got);
+      if (p !== 'more') finish(kindOf(p));
+    };
+    const onClose = (): void => finish('closed');
+    const timer = clock.setTimer(waitMs, () => finish('other'));
+    socket.on('data', onData).once('close', onClose).resume();
+  });
 }
 
 /**

@@ -50,7 +50,10 @@ export interface GrpcBackend {
 }
 
 /** A TestService server (127.0.0.1, a free port by default); replies carry its port, trailers echo metadata (x-echo-bin, x-forwarded-client-cert). */
-export async function startGrpcBackend(address = '127.0.0.1:0'): Promise<GrpcBackend> {
+export async function startGrpcBackend(
+  address = '127.0.0.1:0',
+  credentials = grpc.ServerCredentials.createInsecure(),
+): Promise<GrpcBackend> {
   const server = new grpc.Server();
   const state = { port: 0, calls: 0, address };
   const trailersFrom = (md: grpc.Metadata): grpc.Metadata => {
@@ -113,9 +116,7 @@ export async function startGrpcBackend(address = '127.0.0.1:0'): Promise<GrpcBac
     },
   });
   state.port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (e, port) =>
-      e ? reject(e) : resolve(port),
-    ),
+    server.bindAsync(address, credentials, (e, port) => (e ? reject(e) : resolve(port))),
   );
   state.address = address.replace(/:0$/, `:${state.port}`);
   return {

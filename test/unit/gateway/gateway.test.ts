@@ -365,3 +365,59 @@ test("one SERVER span per request continues the caller's trace and is propagated
   assert.equal(span?.attributes['outrigger.service'], 'shop/api');
   assert.match(r.upstreamTraceparent, new RegExp(`^00-${trace}-${span?.spanContext().spanId}-01$`));
 });
+
+test("another namespace's Ingress cannot add paths to a host it does not own: not routed, reported in /debug/gateway", async () => {
+  const evil = await backend('evil');
+  service('team-b', 'evil', { name: 'http', port: 80 }, evil);
+  put(
+    '/apis/networking.k8s.io/v1/ingresses',
+    rawIngress({
+      name: 'takeover',
+      namespace: 'team-b',
+      created: '2026-02-01T00:00:00Z',
+      rules: [{ host: 'shop.example.com', paths: [{ path: '/public/login', svc: 'evil', port: 80 }] }],
+    }),
+  );
+  try {
+    for (let i = 0; i < 100 && gateway.store.status().ingresses < 2; i++)
+      await new Promise((r) => setTimeout(r, 10));
+    assert.equal(gateway.store.status().ingresses, 2, 'the Ingress reached the gateway');
+    // The host is team shop's: its `/` rule answers, over HTTP and over HTTPS with its certificate.
+    assert.equal((await get('shop.example.com', '/public/login')).body.split(' ')[0], 'web');
+    const body = await httpsBody(gateway.ports().https ?? 0, '/public/login', 'shop.example.com', {
+      ca: pem.cert,
+      checkServerIdentity: () => undefined,
+    });
+    assert.equal(body.split(' ')[0], 'web');
+    const debug = await new Promise<string>((resolve, reject) => {
+      const req = request(
+        { host: '127.0.0.1', port: gateway.ports().admin, path: '/debug/gateway' },
+        (res) => {
+          let text = '';
+          res.on('data', (c: Buffer) => (text += c.toString()));
+          res.on('end', () => resolve(text));
+        },
+      );
+      req.on('error', reject);
+      req.end();
+    });
+    const view = JSON.parse(debug) as {
+      conflicts: number;
+      problems: { ingress: string; message: string; conflict?: unknown }[];
+    };
+    assert.equal(view.conflicts, 1);
+    assert.deepEqual(
+      view.problems.filter((p) => p.conflict),
+      [
+        {
+          ingress: 'team-b/takeover',
+          message: view.problems.find((p) => p.conflict)?.message,
+          conflict: { kind: 'host', host: 'shop.example.com', winner: 'shop/shop', owner: 'shop' },
+        },
+      ],
+    );
+    assert.match(await gateway.metrics.render(), /outrigger_gateway_conflicts 1/);
+  } finally {
+    api.remove('/apis/networking.k8s.io/v1/ingresses', 'takeover');
+  }
+});
