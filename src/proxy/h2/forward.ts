@@ -11,7 +11,7 @@ import type { Clock, Timer } from '../../shared/clock.ts';
 import { BodyReplay } from '../body-replay.ts';
 import type { ForwardPlan, ForwardResult, Upstream } from '../forward.ts';
 import type { Hop } from '../observer.ts';
-import { statusOf, type ProxyErrorCode } from '../status.ts';
+import { ERROR_HEADER, statusOf, type ProxyErrorCode } from '../status.ts';
 import { errorHeaders, formatGrpcTimeout, GrpcStatus, grpcStatusOfReset } from './grpc.ts';
 import { H2OpenError, type H2SessionPool } from './session-pool.ts';
 
@@ -161,7 +161,7 @@ export class H2Forwarder {
           );
         case 'client_gone':
           done('cancelled');
-          return { status: 0, errorMessage: 'client went away' };
+          return answered(call.down) ?? { status: 0, errorMessage: 'client went away' };
       }
     }
     if (!last) return this.#fail(call, 'upstream_failed', 'no endpoint left to try');
@@ -292,9 +292,10 @@ export class H2Forwarder {
         delete trailers['content-type'];
         down.end();
       };
-      if (down.closed || down.destroyed) {
+      if (down.closed || down.destroyed || down.headersSent) {
         up.close(NGHTTP2_CANCEL);
-        return finish();
+        const theirs = answered(down);
+        return theirs ? resolve(theirs) : finish();
       }
       down.once('close', () => {
         if (!up.closed) up.close(NGHTTP2_CANCEL);
@@ -384,6 +385,17 @@ export function answerError(
     down.end(`${detail}\n`);
   }
   return headers;
+}
+
+/** The listener answered the stream meanwhile (a request body that went idle: 408); that answer stands. */
+function answered(down: ServerHttp2Stream): H2Result | undefined {
+  if (!down.headersSent) return undefined;
+  const code = down.sentHeaders[ERROR_HEADER];
+  return {
+    status: Number(down.sentHeaders[':status'] ?? 0),
+    ...(typeof code === 'string' ? { errorCode: code as ProxyErrorCode } : {}),
+    errorMessage: 'answered by the listener',
+  };
 }
 
 /**

@@ -191,11 +191,14 @@ export class FrameConn {
   }
 }
 
-/** A client connection: preface and empty SETTINGS sent, the server's SETTINGS acknowledged. */
-export function rawClient(port: number): Promise<FrameConn> {
+/**
+ * A client connection: preface and empty SETTINGS sent (with first, in the same write), the
+ * server's SETTINGS acknowledged when they come.
+ */
+export function rawClient(port: number, first: Buffer = Buffer.alloc(0)): Promise<FrameConn> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, '127.0.0.1', () => {
-      socket.write(Buffer.concat([PREFACE, frame(FrameType.SETTINGS, 0, 0)]));
+      socket.write(Buffer.concat([PREFACE, frame(FrameType.SETTINGS, 0, 0), first]));
       resolve(new FrameConn(socket));
     });
     socket.once('error', reject);
