@@ -225,9 +225,13 @@ export class MeshListener {
           return void answerError(stream, isGrpc(headers), 'mesh_caller_denied', this.#deniedMessage(caller));
         onStream(stream, headers, socket);
       },
-      (session: Http2Session) => {
-        this.#sessions.add(session);
-        session.once('close', () => this.#sessions.delete(session));
+      {
+        limits: this.#o.limits,
+        clock: this.#o.clock,
+        onSession: (session: Http2Session) => {
+          this.#sessions.add(session);
+          session.once('close', () => this.#sessions.delete(session));
+        },
       },
     );
   }

@@ -27,6 +27,11 @@ export interface ServerLimits {
   keepAliveTimeoutMs: number;
   /** How often Node checks the two timeouts above. */
   checkIntervalMs: number;
+  /**
+   * HTTP/2: streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS); a
+   * stream above it is refused with REFUSED_STREAM, which clients retry.
+   */
+  maxConcurrentStreams: number;
 }
 
 export const defaultLimits: ServerLimits = {
@@ -38,6 +43,8 @@ export const defaultLimits: ServerLimits = {
   uploadIdleTimeoutMs: 60_000,
   keepAliveTimeoutMs: 60_000,
   checkIntervalMs: 1_000,
+  // The lowest value RFC 9113 (section 6.5.2) recommends advertising; Go's server uses 250.
+  maxConcurrentStreams: 100,
 };
 
 export type RequestHandler = (req: IncomingMessage, res: ServerResponse) => void;

@@ -190,7 +190,7 @@ export class Sidecar {
       l.sockets.add(s);
       s.once('close', () => l.sockets.delete(s));
     };
-    if (h2) l.h2 = this.#h2Server(l, h2);
+    if (h2) l.h2 = this.#h2Server(name, l, h2);
     if (!this.#o.sniff && !l.h2) {
       l.http.on('connection', track);
       l.front = l.http;
@@ -232,17 +232,22 @@ export class Sidecar {
     return closed;
   }
 
-  #h2Server(l: Listener, onStream: H2StreamHandler): StreamServer {
+  #h2Server(name: 'egress' | 'ingress', l: Listener, onStream: H2StreamHandler): StreamServer {
     return streamServer(
       (stream, headers, socket) => {
         l.inflight++;
         stream.once('close', () => l.inflight--);
         onStream(stream, headers, socket);
       },
-      (session) => {
-        l.sessions.add(session);
-        session.once('close', () => l.sessions.delete(session));
-        if (this.#draining && l === this.#ingress) session.close();
+      {
+        limits: this.#o.limits,
+        clock: this.#o.clock,
+        onSession: (session) => {
+          l.sessions.add(session);
+          session.once('close', () => l.sessions.delete(session));
+          if (this.#draining && l === this.#ingress) session.close();
+        },
+        onRejected: (code, status) => this.#o.onRejected?.(name, code, status),
       },
     );
   }

@@ -11,7 +11,7 @@ import type { Clock, Timer } from '../../shared/clock.ts';
 import { BodyReplay } from '../body-replay.ts';
 import type { ForwardPlan, ForwardResult, Upstream } from '../forward.ts';
 import type { Hop } from '../observer.ts';
-import { statusOf, type ProxyErrorCode } from '../status.ts';
+import { ERROR_HEADER, statusOf, type ProxyErrorCode } from '../status.ts';
 import { errorHeaders, formatGrpcTimeout, GrpcStatus, grpcStatusOfReset } from './grpc.ts';
 import { H2OpenError, type H2SessionPool } from './session-pool.ts';
 
@@ -51,6 +51,8 @@ type Attempt =
       up: ClientHttp2Stream;
       headers: IncomingHttpHeaders;
       endStream: boolean;
+      /** Whether the response ended with END_STREAM (not with a reset). */
+      complete: () => boolean;
       /** Trailers can arrive in the same read as the headers, before the relay listens. */
       trailers: () => IncomingHttpHeaders | undefined;
     }
@@ -62,13 +64,7 @@ type Attempt =
   | { kind: 'deadline' }
   | { kind: 'client_gone' };
 
-const {
-  NGHTTP2_CANCEL,
-  NGHTTP2_REFUSED_STREAM,
-  NGHTTP2_NO_ERROR,
-  NGHTTP2_INTERNAL_ERROR,
-  NGHTTP2_FLAG_END_STREAM,
-} = constants;
+const { NGHTTP2_CANCEL, NGHTTP2_REFUSED_STREAM, NGHTTP2_INTERNAL_ERROR, NGHTTP2_FLAG_END_STREAM } = constants;
 
 export class H2Forwarder {
   readonly #o: H2ForwarderOptions;
@@ -165,7 +161,7 @@ export class H2Forwarder {
           );
         case 'client_gone':
           done('cancelled');
-          return { status: 0, errorMessage: 'client went away' };
+          return answered(call.down) ?? { status: 0, errorMessage: 'client went away' };
       }
     }
     if (!last) return this.#fail(call, 'upstream_failed', 'no endpoint left to try');
@@ -219,6 +215,7 @@ export class H2Forwarder {
             return;
           }
           opened();
+          const complete = watchEndStream(stream);
           stream.on('error', () => {});
           let trailers: IncomingHttpHeaders | undefined;
           stream.once('trailers', (t: IncomingHttpHeaders) => (trailers = t));
@@ -229,6 +226,7 @@ export class H2Forwarder {
               up: stream,
               headers: h,
               endStream: (flags & NGHTTP2_FLAG_END_STREAM) !== 0,
+              complete,
               trailers: () => trailers,
             }),
           );
@@ -270,19 +268,21 @@ export class H2Forwarder {
     const status = Number(r.headers[':status'] ?? 502);
     let grpcStatus = grpcStatusIn(r.headers);
     let errorCode: ProxyErrorCode | undefined;
+    let errorMessage = '';
     return new Promise((resolve) => {
       const finish = (): void => {
         signal.removeEventListener('abort', onDeadline);
         resolve({
           status,
           ...(grpcStatus === undefined ? {} : { grpcStatus }),
-          ...(errorCode ? { errorCode, errorMessage: 'deadline exceeded while streaming' } : {}),
+          ...(errorCode ? { errorCode, errorMessage } : {}),
         });
       };
       let trailers: OutgoingHttpHeaders | undefined;
       const onDeadline = (): void => {
         // The upstream call is cancelled; a gRPC client is told why in the trailers.
         errorCode = 'upstream_timeout';
+        errorMessage = 'deadline exceeded while streaming';
         up.unpipe(down);
         up.close(NGHTTP2_CANCEL);
         if (!call.grpc) return void down.close(NGHTTP2_CANCEL);
@@ -292,9 +292,10 @@ export class H2Forwarder {
         delete trailers['content-type'];
         down.end();
       };
-      if (down.closed || down.destroyed) {
+      if (down.closed || down.destroyed || down.headersSent) {
         up.close(NGHTTP2_CANCEL);
-        return finish();
+        const theirs = answered(down);
+        return theirs ? resolve(theirs) : finish();
       }
       down.once('close', () => {
         if (!up.closed) up.close(NGHTTP2_CANCEL);
@@ -326,17 +327,27 @@ export class H2Forwarder {
           down.close(NGHTTP2_INTERNAL_ERROR);
         }
       });
-      // A reset upstream stream is passed on as a reset with its code, never as a clean end.
+      // Only END_STREAM ends the response downstream. RST_STREAM(NO_ERROR) is a clean end only
+      // after it (RFC 9113 section 8.1: "stop sending the request body"); before it, the body
+      // was cut, and a client without content-length would take the short body as whole.
+      up.once('end', () => {
+        if (r.complete()) down.end();
+      });
       up.once('close', () => {
-        if (errorCode || up.rstCode === NGHTTP2_NO_ERROR || down.closed) return;
-        down.close(up.rstCode ?? NGHTTP2_INTERNAL_ERROR);
+        if (errorCode || down.closed || r.complete()) return;
+        // A reset is passed on with its code; NO_ERROR would read as "done" to the client.
+        const code = up.rstCode ? up.rstCode : NGHTTP2_INTERNAL_ERROR;
+        errorCode = 'upstream_failed';
+        errorMessage = `upstream reset the stream (code ${up.rstCode ?? 'none'}) before its response ended`;
+        if (call.grpc) grpcStatus = grpcStatusOfReset(code);
+        down.close(code);
       });
       if (!call.grpc)
         down.setTimeout(this.#o.idleTimeoutMs, () => {
           up.close(NGHTTP2_CANCEL);
           down.close(NGHTTP2_CANCEL);
         });
-      up.pipe(down);
+      up.pipe(down, { end: false });
     });
   }
 
@@ -374,6 +385,32 @@ export function answerError(
     down.end(`${detail}\n`);
   }
   return headers;
+}
+
+/** The listener answered the stream meanwhile (a request body that went idle: 408); that answer stands. */
+function answered(down: ServerHttp2Stream): H2Result | undefined {
+  if (!down.headersSent) return undefined;
+  const code = down.sentHeaders[ERROR_HEADER];
+  return {
+    status: Number(down.sentHeaders[':status'] ?? 0),
+    ...(typeof code === 'string' ? { errorCode: code as ProxyErrorCode } : {}),
+    errorMessage: 'answered by the listener',
+  };
+}
+
+/**
+ * Whether a client stream's response ended with END_STREAM. Node ends the readable side the same
+ * way for END_STREAM and for RST_STREAM(NO_ERROR); only the order differs: END_STREAM ends it
+ * while the stream is still open, a reset after the stream has been marked closed.
+ */
+function watchEndStream(stream: ClientHttp2Stream): () => boolean {
+  let ended = false;
+  const push = stream.push.bind(stream);
+  stream.push = (chunk: unknown, encoding?: BufferEncoding): boolean => {
+    if (chunk === null && !stream.closed) ended = true;
+    return push(chunk, encoding);
+  };
+  return () => ended;
 }
 
 /** The string-keyed headers (Node adds a symbol listing sensitive ones, which is not ours to pass). */
