@@ -6,7 +6,7 @@
 // leaves nothing behind but the user's namespaces.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test, type TestContext } from 'node:test';
@@ -22,7 +22,7 @@ import {
 } from '../harness/cli.ts';
 import { startCluster, type TestCluster } from '../harness/cluster.ts';
 import { freePort } from '../harness/jaeger.ts';
-import { testBinaries } from '../harness/tools.ts';
+import { repoRoot, testBinaries } from '../harness/tools.ts';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'outrigger-install-'));
 const DAY = 86_400_000;
@@ -60,6 +60,10 @@ describe('install and check against a real API server', { concurrency: 1, timeou
     const keyFile = `${certFile}.key`;
     writeFileSync(certFile, cert);
     writeFileSync(keyFile, key);
+    await startWebhookFiles(certFile, keyFile);
+  }
+
+  async function startWebhookFiles(certFile: string, keyFile: string): Promise<void> {
     webhook = startCli(
       ['webhook', '--listen', `127.0.0.1:${port}`, '--tls-cert', certFile, '--tls-key', keyFile],
       { env: { POD_NAMESPACE: 'outrigger-system', OUTRIGGER_WEBHOOK_SHUTDOWN_DELAY_SECONDS: '0' } },
@@ -79,6 +83,38 @@ describe('install and check against a real API server', { concurrency: 1, timeou
     );
     assert.equal(r.status, 0, r.stderr);
     return Buffer.from(r.stdout, 'base64').toString('utf8');
+  }
+
+  /**
+   * The README's commands that write the webhook's certificate and key for a local webhook, run
+   * as written in a scratch checkout directory over a key file left world-readable by an earlier
+   * run: the key must end up private, under a git-ignored path.
+   */
+  function readmeCertificateCommands(): { certFile: string; keyFile: string } {
+    const readme = readFileSync(path.join(repoRoot, 'README.md'), 'utf8');
+    const writes = [...readme.matchAll(/^\$ (.*get secret outrigger-webhook-tls.*)$/gm)].map(
+      (m) => m[1] ?? '',
+    );
+    const serve = /^\$ npx outrigger webhook .*--tls-cert (\S+) --tls-key (\S+)/m.exec(readme);
+    assert.ok(writes.length > 0 && serve?.[1] && serve[2], 'the README shows how to write and use the files');
+    const [cert, key] = [serve[1], serve[2]];
+    const cwd = mkdtempSync(path.join(dir, 'checkout-'));
+    mkdirSync(path.dirname(path.join(cwd, key)), { recursive: true });
+    writeFileSync(path.join(cwd, key), 'stale', { mode: 0o644 });
+    chmodSync(path.join(cwd, key), 0o644);
+    for (const line of writes) {
+      const r = spawnSync('bash', ['-c', line], {
+        cwd,
+        encoding: 'utf8',
+        env: { ...process.env, ...env(), PATH: `${path.dirname(kubectl)}:${process.env.PATH ?? ''}` },
+      });
+      assert.equal(r.status, 0, `${line}\n${r.stderr}`);
+    }
+    const mode = statSync(path.join(cwd, key)).mode & 0o777;
+    assert.equal(mode.toString(8), '600', `${key} is readable by its owner only`);
+    const ignored = spawnSync('git', ['-C', repoRoot, 'check-ignore', '-q', key]);
+    assert.equal(ignored.status, 0, `${key} is git-ignored in a checkout`);
+    return { certFile: path.join(cwd, cert), keyFile: path.join(cwd, key) };
   }
 
   function setCaBundle(caPem: string): void {
@@ -158,7 +194,8 @@ describe('install and check against a real API server', { concurrency: 1, timeou
     assert.match(apply.stdout, /mutatingwebhookconfiguration.*outrigger-injector created/);
     assert.match(apply.stdout, /clusterrolebinding.*outrigger-sidecar-shop created/);
     for (const c of commands) assert.equal(sh(c.replace(/^kubectl/, '"$KUBECTL"')).status, 0, c);
-    await startWebhook(secretFile('tls.crt'), secretFile('tls.key'));
+    const { certFile, keyFile } = readmeCertificateCommands();
+    await startWebhookFiles(certFile, keyFile);
     const r = await check();
     assert.equal(r.status, 0, r.stdout + r.stderr);
     assert.match(r.stdout, /\[ok\] +caBundle: matches the serving certificate/);
