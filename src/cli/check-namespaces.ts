@@ -1,6 +1,7 @@
 import type { KubeApi } from './kube-api.ts';
 import { OPTED_IN, fail, pass, warn, type CheckResult } from './check-result.ts';
 import { CONTROL_PLANE } from './control-plane.ts';
+import { installKeeping, type Webhook } from './check-webhook.ts';
 
 /** The meshed namespaces' side of `outrigger check`: Pod Security level and the sidecar's RBAC. */
 type Obj = { metadata: { name: string; labels?: Record<string, string> } } & Record<string, unknown>;
@@ -10,7 +11,8 @@ const SIDECAR_NEEDS = [
   { group: 'discovery.k8s.io', resource: 'endpointslices' },
 ].flatMap((r) => ['list', 'watch'].map((verb) => ({ ...r, verb })));
 
-export async function namespaceChecks(api: KubeApi): Promise<CheckResult[]> {
+/** webhooks: the installed configuration's, so a fix keeps how it is called (undefined: not installed). */
+export async function namespaceChecks(api: KubeApi, webhooks?: Webhook[]): Promise<CheckResult[]> {
   const r = await api.call('GET', `/api/v1/namespaces?labelSelector=${encodeURIComponent(OPTED_IN)}`);
   if (r.status !== 200)
     return [
@@ -35,13 +37,13 @@ export async function namespaceChecks(api: KubeApi): Promise<CheckResult[]> {
     const capture =
       level === 'privileged' ? 'transparent capture' : 'explicit capture (the level forbids NET_ADMIN)';
     out.push(pass(`namespace ${ns.name}`, `opted in; Pod Security ${level}: ${capture}`));
-    out.push(await sidecarRbac(api, ns.name));
+    out.push(await sidecarRbac(api, ns.name, webhooks));
   }
   return out;
 }
 
 /** Whether the ServiceAccounts of namespace may do what the sidecar does, asked with SubjectAccessReviews. */
-async function sidecarRbac(api: KubeApi, namespace: string): Promise<CheckResult> {
+async function sidecarRbac(api: KubeApi, namespace: string, webhooks?: Webhook[]): Promise<CheckResult> {
   const check = `sidecar RBAC ${namespace}`;
   const subject = serviceAccount(namespace, 'default');
   const answers = await Promise.all(SIDECAR_NEEDS.map((need) => subjectMay(api, subject, need)));
@@ -53,8 +55,14 @@ async function sidecarRbac(api: KubeApi, namespace: string): Promise<CheckResult
     : fail(
         check,
         `its ServiceAccounts may not ${denied.join(', ')}: sidecars there cannot discover Services`,
-        `outrigger install --namespaces ${namespace} | kubectl apply -f -   (or: kubectl create clusterrolebinding ${CONTROL_PLANE.sidecarRole}-${namespace} --clusterrole=${CONTROL_PLANE.sidecarRole} --group=system:serviceaccounts:${namespace})`,
+        `${installKeeping(webhooks, ` --namespaces ${namespace}`)}   (or: ${bindCommand(namespace)})`,
       );
+}
+
+/** The binding install makes, by hand; labelled like install's, so `outrigger uninstall` finds it. */
+function bindCommand(namespace: string): string {
+  const name = `${CONTROL_PLANE.sidecarRole}-${namespace}`;
+  return `kubectl create clusterrolebinding ${name} --clusterrole=${CONTROL_PLANE.sidecarRole} --group=system:serviceaccounts:${namespace} && kubectl label clusterrolebinding ${name} app.kubernetes.io/name=outrigger`;
 }
 
 /**

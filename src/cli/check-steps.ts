@@ -9,6 +9,7 @@ import { apiVersion, type KubeApi } from './kube-api.ts';
 /** Every cluster check, in order; a check whose input is missing is not run. */
 export async function runChecks(api: KubeApi, now: number): Promise<CheckResult[]> {
   const out: CheckResult[] = [];
+  let webhooks: Webhook[] | undefined;
   try {
     out.push(pass('API server', `${api.server} answers, Kubernetes ${await apiVersion(api)}`));
   } catch (e) {
@@ -40,7 +41,7 @@ export async function runChecks(api: KubeApi, now: number): Promise<CheckResult[
           ),
     );
   } else {
-    const webhooks = (config.body as { webhooks?: Webhook[] }).webhooks ?? [];
+    webhooks = (config.body as { webhooks?: Webhook[] }).webhooks ?? [];
     out.push(
       pass('webhook configuration', `${CONTROL_PLANE.webhookConfiguration}: ${webhooks.length} webhook(s)`),
     );
@@ -48,7 +49,7 @@ export async function runChecks(api: KubeApi, now: number): Promise<CheckResult[
     out.push(await endpointCheck(api, webhooks));
     out.push(await webhookRbac(api));
   }
-  out.push(...(await namespaceChecks(api)));
+  out.push(...(await namespaceChecks(api, webhooks)));
   return out;
 }
 

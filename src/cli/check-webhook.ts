@@ -2,7 +2,7 @@ import { X509Certificate } from 'node:crypto';
 import { request } from 'node:https';
 import { connect } from 'node:tls';
 import { errorMessage } from '../shared/errors.ts';
-import { REINSTALL, fail, pass, warn, type CheckResult } from './check-result.ts';
+import { fail, pass, warn, type CheckResult } from './check-result.ts';
 import { CONTROL_PLANE } from './control-plane.ts';
 import type { KubeApi } from './kube-api.ts';
 
@@ -18,6 +18,25 @@ export interface Webhook {
   name: string;
   clientConfig: { url?: string; caBundle?: string; service?: { name: string; namespace: string } };
 }
+
+/**
+ * The `outrigger install` that repairs this install without changing how the webhook is called:
+ * a URL install is named with its URL, so following the advice never moves it in-cluster.
+ */
+export function installKeeping(webhooks: Webhook[] | undefined, extra = ''): string {
+  const url = webhooks?.[0]?.clientConfig.url;
+  return `outrigger install${url ? ` --webhook-url ${new URL(url).origin}` : ''}${extra} | kubectl apply -f -`;
+}
+
+const SECRET = `Secret ${SYSTEM}/${CONTROL_PLANE.tlsSecret}`;
+
+/** After a URL install's Secret changed, the webhook it runs must serve the new certificate. */
+const serveSecretAt = (webhooks: Webhook[]): string => {
+  const url = webhooks[0]?.clientConfig.url;
+  return url
+    ? `, then restart the webhook at ${new URL(url).origin} with the tls.crt and tls.key of ${SECRET}`
+    : '';
+};
 
 function bundleCas(webhooks: Webhook[]): { cas: X509Certificate[]; error?: string } {
   const b64 = webhooks[0]?.clientConfig.caBundle;
@@ -49,7 +68,7 @@ async function servingCertificate(
       return { from, error: errorMessage(e) };
     }
   }
-  const from = `Secret ${SYSTEM}/${CONTROL_PLANE.tlsSecret}`;
+  const from = SECRET;
   const r = await api.call('GET', `/api/v1/namespaces/${SYSTEM}/secrets/${CONTROL_PLANE.tlsSecret}`);
   if (r.status !== 200) return { from, error: `reading it answered ${r.status}` };
   const crt = (r.body as { data?: Record<string, string> }).data?.['tls.crt'];
@@ -87,14 +106,20 @@ export async function certificateChecks(
   now: number,
 ): Promise<CheckResult[]> {
   const { cas, error } = bundleCas(webhooks);
-  if (error) return [fail('caBundle', error, REINSTALL)];
+  if (error)
+    return [
+      fail('caBundle', error, `${installKeeping(webhooks)} (it sets the caBundle to the CA of ${SECRET})`),
+    ];
   const serving = await servingCertificate(api, webhooks);
+  const url = webhooks[0]?.clientConfig.url;
   if (!serving.cert)
     return [
       fail(
         'serving certificate',
         `cannot read it from ${serving.from}: ${serving.error}`,
-        `${REINSTALL} (it creates the Secret), or check that the webhook runs`,
+        url
+          ? `start the webhook at ${new URL(url).origin} with the tls.crt and tls.key of ${SECRET}`
+          : `${installKeeping(webhooks)} (it creates the Secret)`,
       ),
     ];
   const cert = serving.cert;
@@ -106,7 +131,9 @@ export async function certificateChecks(
       : fail(
           'caBundle',
           `the serving certificate from ${serving.from} (issuer ${cert.issuer}) is not signed by the caBundle's CA (${cas.map((c) => c.subject).join(', ')}): the API server refuses to call the webhook`,
-          `apply the caBundle and the Secret from the same run: ${REINSTALL}`,
+          url
+            ? `${installKeeping(webhooks)} (it sets the caBundle to the CA of ${SECRET})${serveSecretAt(webhooks).replace(', then restart', ', and restart')}`
+            : `${installKeeping(webhooks)} (it keeps the certificate of ${SECRET} and sets the caBundle to its CA)`,
         ),
   );
   const until = Date.parse(cert.validTo);
@@ -116,7 +143,7 @@ export async function certificateChecks(
       fail(
         'certificate expiry',
         `the serving certificate expired on ${cert.validTo}`,
-        `issue a new one: ${REINSTALL}`,
+        `${installKeeping(webhooks, ' --rotate-certificate')}${serveSecretAt(webhooks)}`,
       ),
     );
   else if (from > now)
@@ -132,7 +159,7 @@ export async function certificateChecks(
       warn(
         'certificate expiry',
         `the serving certificate expires on ${cert.validTo}`,
-        `rotate it soon: ${REINSTALL}`,
+        `rotate it soon: ${installKeeping(webhooks, ' --rotate-certificate')}${serveSecretAt(webhooks)}`,
       ),
     );
   else out.push(pass('certificate expiry', `valid until ${cert.validTo}`));

@@ -6,6 +6,7 @@ import { outriggerVersion } from '../shared/version.ts';
 import { checkCommand } from './check.ts';
 import { injectCommand } from './inject.ts';
 import { installCommand } from './install.ts';
+import { uninstallCommand } from './uninstall.ts';
 import { proxyCommand } from './proxy.ts';
 import { demoCommand } from './demo.ts';
 import { gatewayCommand } from './gateway.ts';
@@ -45,6 +46,7 @@ export function buildCli(): Command {
     webhookCommand(),
     resolveCommand(),
     installCommand(),
+    uninstallCommand(),
     checkCommand(),
     versionCommand(),
     gatewayCommand(),

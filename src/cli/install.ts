@@ -1,81 +1,43 @@
-import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
-import { intRange, nonEmpty, parseValue, url as urlParser } from '../config/parse.ts';
 import { INJECTION_LABEL } from '../config/options.ts';
+import { intRange, nonEmpty, parseValue, url as urlParser } from '../config/parse.ts';
 import { OutriggerError } from '../shared/errors.ts';
 import { KUBECONFIG_HELP, defaultKubeconfig } from './common.ts';
 import { CONTROL_PLANE } from './control-plane.ts';
+import type { Obj } from './install-manifests.ts';
+import type { Installed } from './install-state.ts';
 
 /**
  * `outrigger install`: the control plane as one YAML stream for `kubectl apply -f -`, like
  * `linkerd install`. It is the shipped manifests/ (what `kubectl apply -k` installs) plus what
- * kustomize cannot make: a fresh webhook CA and serving certificate (the TLS Secret and the
- * matching caBundle), the image, and the sidecar RBAC of the meshed namespaces.
+ * kustomize cannot make: the webhook CA and serving certificate (the TLS Secret and the matching
+ * caBundle), the image, and the sidecar RBAC of the meshed namespaces.
+ *
+ * It prints only objects it owns, never a user's namespace, so `kubectl delete -f -` of its output
+ * cannot delete an application; the namespaces to opt in are told on stderr as kubectl commands.
+ * With a kubeconfig it reads the current install first and keeps what it was not asked to
+ * change: the certificate and caBundle, a --webhook-url, the image. A re-run is an upgrade.
  */
-interface InstallFlags {
+export interface InstallFlags {
   image?: string;
   namespaces?: string;
   webhookUrl?: string;
+  inClusterWebhook?: boolean;
+  rotateCertificate?: boolean;
   certDays: string;
   kubeconfig?: string;
-}
-
-type Obj = Record<string, unknown> & {
-  kind: string;
-  metadata: { name: string; namespace?: string; labels?: Record<string, string> };
-};
-
-const MANIFESTS = fileURLToPath(new URL('../../manifests/', import.meta.url));
-
-/** manifests/kustomization.yaml's resources, depth first, as kubectl kustomize lists them. */
-function shippedManifests(parse: (text: string) => unknown[], dir = MANIFESTS): Obj[] {
-  const kustomization = parse(readFileSync(`${dir}kustomization.yaml`, 'utf8'))[0] as { resources: string[] };
-  return kustomization.resources.flatMap((r) =>
-    r.endsWith('.yaml')
-      ? (parse(readFileSync(`${dir}${r}`, 'utf8')) as Obj[])
-      : shippedManifests(parse, `${dir}${r}/`),
-  );
-}
-
-export function sidecarBinding(namespace: string): Obj {
-  return {
-    apiVersion: 'rbac.authorization.k8s.io/v1',
-    kind: 'ClusterRoleBinding',
-    metadata: {
-      name: `${CONTROL_PLANE.sidecarRole}-${namespace}`,
-      labels: { 'app.kubernetes.io/name': 'outrigger' },
-    },
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: CONTROL_PLANE.sidecarRole },
-    subjects: [
-      { kind: 'Group', apiGroup: 'rbac.authorization.k8s.io', name: `system:serviceaccounts:${namespace}` },
-    ],
-  };
-}
-
-async function optedInNamespaces(kubeconfig: string): Promise<string[]> {
-  const { openKubeApi, apiVersion } = await import('./kube-api.ts');
-  const api = await openKubeApi(kubeconfig);
-  await apiVersion(api);
-  const r = await api.call(
-    'GET',
-    `/api/v1/namespaces?labelSelector=${encodeURIComponent(`${INJECTION_LABEL}=enabled`)}`,
-  );
-  if (r.status !== 200)
-    throw new OutriggerError(
-      'kube_forbidden',
-      `cannot list the opted-in namespaces (${r.status}); pass them with --namespaces NS[,NS]`,
-    );
-  return ((r.body as { items?: Obj[] }).items ?? []).map((n) => n.metadata.name);
 }
 
 interface Parsed {
   days: number;
   image: string | undefined;
   webhookUrl: URL | undefined;
+  named: string[];
 }
 
-function parseFlags(flags: InstallFlags): Parsed {
+type Note = (s: string) => void;
+
+async function parseFlags(flags: InstallFlags): Promise<Parsed> {
   const days = parseValue(intRange(1, 3650), '--cert-days', flags.certDays, 'flag');
   const image = flags.image === undefined ? undefined : parseValue(nonEmpty, '--image', flags.image, 'flag');
   const webhookUrl =
@@ -87,112 +49,178 @@ function parseFlags(flags: InstallFlags): Parsed {
       'config_invalid',
       `invalid flag --webhook-url=${JSON.stringify(flags.webhookUrl)}: expected an https:// URL`,
     );
-  return { days, image, webhookUrl };
+  const { parseNamespaces } = await import('./install-manifests.ts');
+  const named = flags.namespaces === undefined ? [] : parseNamespaces(flags.namespaces);
+  return { days, image, webhookUrl, named };
 }
 
-/** The namespaces to bind, and which of them this install also creates and labels. */
-async function meshedNamespaces(
+/** The install in the cluster the kubeconfig reaches; undefined without a kubeconfig (a fresh render). */
+async function currentInstall(
   flags: InstallFlags,
-  note: (s: string) => void,
-): Promise<{ meshed: string[]; created: string[] }> {
-  if (flags.namespaces !== undefined) {
-    const named = flags.namespaces
-      .split(',')
-      .map((n) => n.trim())
-      .filter((n) => n !== '');
-    const bad = named.find((n) => !/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(n));
-    if (bad !== undefined)
-      throw new OutriggerError(
-        'config_invalid',
-        `invalid flag --namespaces: ${JSON.stringify(bad)} is not a namespace name (RFC 1123 label)`,
-      );
-    return { meshed: named, created: named };
-  }
+  named: string[],
+  note: Note,
+): Promise<Installed | undefined> {
   const kubeconfig = flags.kubeconfig ?? defaultKubeconfig();
-  const meshed = kubeconfig ? await optedInNamespaces(kubeconfig) : [];
-  if (meshed.length === 0)
+  if (!kubeconfig) {
     note(
-      'outrigger install: no namespace is opted in yet, so no sidecar RBAC is included; name them with --namespaces NS[,NS]',
+      'no kubeconfig, so this is a fresh install with a new CA; with one, install reads the current install and keeps its certificate and shape',
     );
-  return { meshed, created: [] };
+    return undefined;
+  }
+  const [{ openKubeApi, apiVersion }, { readInstalled }] = await Promise.all([
+    import('./kube-api.ts'),
+    import('./install-state.ts'),
+  ]);
+  const api = await openKubeApi(kubeconfig);
+  await apiVersion(api);
+  return readInstalled(api, named);
 }
 
-/** A new CA (3x the serving lifetime) and serving certificate; the Secret and the caBundle. */
-async function webhookTls(p: Parsed): Promise<{ secret: Obj; caBundle: string; validTo: string }> {
-  const { makeCa, issueServing } = await import('./pki.ts');
-  const now = Date.now();
-  // A minute of slack for clocks that run behind this one.
-  const from = new Date(now - 60_000);
-  const ca = makeCa('outrigger-webhook-ca', {
-    notBefore: from,
-    notAfter: new Date(now + 3 * p.days * DAY_MS),
-  });
-  const { service, namespace, tlsSecret } = CONTROL_PLANE;
-  const sans = p.webhookUrl
-    ? [p.webhookUrl.hostname.replace(/^\[|\]$/g, '')]
+/** Where the webhooks are called: the flag, else the installed URL (a re-run keeps the shape), else the Service. */
+function webhookShape(
+  flags: InstallFlags,
+  p: Parsed,
+  installed: Installed | undefined,
+  note: Note,
+): URL | undefined {
+  if (p.webhookUrl) {
+    if (installed?.inCluster)
+      note(
+        `the in-cluster webhook is no longer called; remove it with: kubectl -n ${CONTROL_PLANE.namespace} delete deployment,service,poddisruptionbudget ${CONTROL_PLANE.service}`,
+      );
+    return p.webhookUrl;
+  }
+  if (flags.inClusterWebhook || !installed?.webhookUrl) return undefined;
+  note(
+    `keeping the webhook URL ${installed.webhookUrl.origin} of the installed configuration (--in-cluster-webhook switches to the in-cluster Deployment)`,
+  );
+  return installed.webhookUrl;
+}
+
+function webhookNames(webhookUrl: URL | undefined): string[] {
+  const { service, namespace } = CONTROL_PLANE;
+  return webhookUrl
+    ? [webhookUrl.hostname.replace(/^\[|\]$/g, '')]
     : [
         `${service}.${namespace}.svc`,
         service,
         `${service}.${namespace}`,
         `${service}.${namespace}.svc.cluster.local`,
       ];
-  const serving = issueServing(ca, sans, { notBefore: from, notAfter: new Date(now + p.days * DAY_MS) });
-  const caBundle = Buffer.from(ca.certPem).toString('base64');
-  const secret = {
-    apiVersion: 'v1',
-    kind: 'Secret',
-    type: 'kubernetes.io/tls',
-    metadata: { name: tlsSecret, namespace, labels: { 'app.kubernetes.io/name': 'outrigger' } },
-    data: {
-      'tls.crt': Buffer.from(serving.certPem).toString('base64'),
-      'tls.key': Buffer.from(serving.keyPem).toString('base64'),
-      'ca.crt': caBundle,
-    },
-  } as Obj;
-  return { secret, caBundle, validTo: serving.cert.validTo };
 }
 
-const DAY_MS = 86_400_000;
+/** The image: the flag, else the installed one (an upgrade names its image), else manifests/'. */
+function chosenImage(
+  p: Parsed,
+  installed: Installed | undefined,
+  shipped: string | undefined,
+  note: Note,
+): string | undefined {
+  if (p.image) return p.image;
+  if (installed?.image && installed.image !== shipped) {
+    note(`keeping the installed image ${installed.image} (--image changes it)`);
+    return installed.image;
+  }
+  return undefined;
+}
 
-export async function renderInstall(flags: InstallFlags, note: (s: string) => void): Promise<string> {
-  const { parseAllDocuments, stringify } = await import('yaml');
-  const parse = (text: string): unknown[] => parseAllDocuments(text).map((d) => d.toJS() as unknown);
-  const p = parseFlags(flags);
-  const { meshed, created } = await meshedNamespaces(flags, note);
-  const tls = await webhookTls(p);
-  const out: Obj[] = created.map((name) => ({
-    apiVersion: 'v1',
-    kind: 'Namespace',
-    metadata: { name, labels: { [INJECTION_LABEL]: 'enabled' } },
-  }));
+/**
+ * The namespaces to bind: those named, those opted in and those bound by an earlier run (so a
+ * re-run prints the whole install); and, on stderr, the commands that opt the named ones in.
+ */
+function meshed(p: Parsed, installed: Installed | undefined, note: Note): string[] {
+  const all = [...new Set([...p.named, ...(installed?.optedIn ?? []), ...(installed?.bound ?? [])])].sort();
+  if (all.length === 0)
+    note('no namespace is opted in yet, so no sidecar RBAC is included; name them with --namespaces NS[,NS]');
+  const commands = p.named.flatMap((ns) => {
+    const state = installed ? installed.named.get(ns) : undefined;
+    const label = `kubectl label namespace ${ns} ${INJECTION_LABEL}=enabled`;
+    if (state === 'labelled') return [];
+    return state === 'missing' ? [`kubectl create namespace ${ns}`, label] : [label];
+  });
+  if (commands.length > 0)
+    note(
+      `namespaces stay yours (install never prints them, so deleting its output cannot delete them); after applying, opt them in with:\n${commands.map((c) => `  ${c}`).join('\n')}${installed ? '' : '\n(create a namespace first if it does not exist: kubectl create namespace NS)'}`,
+    );
+  return all;
+}
+
+export async function renderInstall(flags: InstallFlags, note: Note, now = Date.now()): Promise<string> {
+  const p = await parseFlags(flags);
+  const installed = await currentInstall(flags, p.named, note);
+  const [{ stringify }, m, { planWebhookTls }] = await Promise.all([
+    import('yaml'),
+    import('./install-manifests.ts'),
+    import('./install-tls.ts'),
+  ]);
+  const webhookUrl = webhookShape(flags, p, installed, note);
+  const shipped = m.shippedManifests();
+  const image = chosenImage(p, installed, shippedImage(shipped), note);
+  const tls = planWebhookTls({
+    ...(installed?.secret ? { existing: installed.secret } : {}),
+    ...(installed?.caBundle ? { caBundle: installed.caBundle } : {}),
+    sans: webhookNames(webhookUrl),
+    rotate: flags.rotateCertificate === true,
+    days: p.days,
+    now,
+  });
+  if (installed?.secret)
+    note(
+      tls.issued
+        ? `issuing a new webhook certificate (${tls.issued}); the previous CA stays in the caBundle until the next rotation, so the webhook is trusted while it reloads the Secret`
+        : `keeping the webhook certificate of Secret ${CONTROL_PLANE.namespace}/${CONTROL_PLANE.tlsSecret} (valid until ${tls.validTo}; --rotate-certificate replaces it)`,
+    );
+  const namespaces = meshed(p, installed, note);
+  const out = assemble(shipped, {
+    secret: { ...m.TLS_SECRET, type: 'kubernetes.io/tls', data: tls.data },
+    bindings: namespaces.map(m.sidecarBinding),
+    example: m.EXAMPLE_BINDING,
+    caBundle: tls.caBundle,
+    webhookUrl,
+    image,
+  });
+  const header =
+    '# Outrigger control plane, generated by outrigger install. Apply with: kubectl apply -f -\n' +
+    '# Remove with: outrigger uninstall | kubectl delete -f -\n' +
+    `# Webhook serving certificate valid until ${tls.validTo}; ${tls.issued ? 'new in this run' : 'kept from the cluster'} (--rotate-certificate replaces it).\n`;
+  return header + out.map((o) => stringify(o, { lineWidth: 0 })).join('---\n');
+}
+
+/** manifests/ made into this install, in apply order: the Secret after its namespace, the webhook configuration last. */
+function assemble(
+  shipped: Obj[],
+  o: { secret: Obj; bindings: Obj[]; example: string; caBundle: string; webhookUrl?: URL; image?: string },
+): Obj[] {
+  const out: Obj[] = [];
   let config: Obj | undefined;
-  for (const obj of shippedManifests(parse)) {
-    // The shipped binding is an example for the namespace "demo"; install binds the meshed ones.
-    if (obj.kind === 'ClusterRoleBinding' && obj.metadata.name === 'outrigger-sidecar-demo') continue;
+  for (const obj of shipped) {
+    if (obj.kind === 'ClusterRoleBinding' && obj.metadata.name === o.example) continue;
     // A webhook called by URL runs outside the cluster: no Deployment, Service or budget for it.
-    if (p.webhookUrl && ['Deployment', 'Service', 'PodDisruptionBudget'].includes(obj.kind)) continue;
-    if (obj.kind === 'Deployment' && p.image) setImage(obj, p.image);
+    if (o.webhookUrl && ['Deployment', 'Service', 'PodDisruptionBudget'].includes(obj.kind)) continue;
+    if (obj.kind === 'Deployment' && o.image) setImage(obj, o.image);
     if (obj.kind === 'MutatingWebhookConfiguration') {
       // Last: once it exists, creating a pod in an opted-in namespace needs the webhook.
-      setClientConfig(obj, tls.caBundle, p.webhookUrl);
+      setClientConfig(obj, o.caBundle, o.webhookUrl);
       config = obj;
       continue;
     }
     out.push(obj);
-    if (obj.kind === 'Namespace' && obj.metadata.name === CONTROL_PLANE.namespace) out.push(tls.secret);
+    if (obj.kind === 'Namespace' && obj.metadata.name === CONTROL_PLANE.namespace) out.push(o.secret);
   }
-  out.push(...meshed.map(sidecarBinding), ...(config ? [config] : []));
-  const header =
-    '# Outrigger control plane, generated by outrigger install. Apply with: kubectl apply -f -\n' +
-    `# Webhook serving certificate valid until ${tls.validTo}; re-run to rotate (a new CA each time).\n`;
-  return header + out.map((o) => stringify(o, { lineWidth: 0 })).join('---\n');
+  return [...out, ...o.bindings, ...(config ? [config] : [])];
+}
+
+type Containers = { image: string; env?: { name: string; value?: string }[] }[];
+const containersOf = (deployment: Obj): Containers =>
+  (deployment.spec as { template: { spec: { containers: Containers } } }).template.spec.containers;
+
+function shippedImage(shipped: Obj[]): string | undefined {
+  const deployment = shipped.find((o) => o.kind === 'Deployment');
+  return deployment ? containersOf(deployment)[0]?.image : undefined;
 }
 
 function setImage(deployment: Obj, image: string): void {
-  const spec = deployment.spec as {
-    template: { spec: { containers: { image: string; env?: { name: string; value?: string }[] }[] } };
-  };
-  for (const c of spec.template.spec.containers) {
+  for (const c of containersOf(deployment)) {
     c.image = image;
     // The injected sidecar runs the same image as the webhook that injects it.
     for (const e of c.env ?? []) if (e.name === 'OUTRIGGER_PROXY_IMAGE') e.value = image;
@@ -214,28 +242,40 @@ function setClientConfig(config: Obj, caBundle: string, webhookUrl: URL | undefi
 export function installCommand(): Command {
   return new Command('install')
     .description(
-      'print the control-plane manifests (webhook with a fresh certificate, RBAC) for kubectl apply -f -',
+      'print the control plane (webhook, its certificate, RBAC) for kubectl apply -f -; re-run to upgrade: it keeps the installed certificate, webhook URL and image',
     )
     .option(
       '--image <image>',
-      'image of the webhook and of the injected sidecars (default: the one in manifests/)',
+      'image of the webhook and of the injected sidecars (default: the installed one, else the one in manifests/)',
     )
     .option(
       '--namespaces <ns,...>',
-      'namespaces to mesh: labelled for injection, their ServiceAccounts bound to the sidecar role (default: the opted-in ones, read with the kubeconfig)',
+      'namespaces to mesh: their ServiceAccounts are bound to the sidecar role, and the label command is printed on stderr (the opted-in ones are always included)',
+    )
+    .addOption(
+      new Option(
+        '--webhook-url <url>',
+        'call a webhook you run yourself at this https:// URL instead of the in-cluster Deployment (default: the installed URL)',
+      ).conflicts('inClusterWebhook'),
     )
     .option(
-      '--webhook-url <url>',
-      'call a webhook you run yourself at this https:// URL instead of the in-cluster Deployment',
+      '--in-cluster-webhook',
+      'call the in-cluster webhook Deployment, also when the installed configuration calls a URL',
+    )
+    .option(
+      '--rotate-certificate',
+      'issue a new webhook CA and certificate; without it the installed ones are kept unless they expire within 30 days or do not match the webhook names',
     )
     .addOption(
       new Option(
         '--cert-days <days>',
-        'serving certificate lifetime in days, 1 to 3650 (the CA lives 3 times as long)',
+        'lifetime in days of a newly issued serving certificate, 1 to 3650 (the CA lives 3 times as long)',
       ).default('365'),
     )
     .option('--kubeconfig <path>', KUBECONFIG_HELP)
     .action(async (flags: InstallFlags) => {
-      process.stdout.write(await renderInstall(flags, (s) => process.stderr.write(s + '\n')));
+      process.stdout.write(
+        await renderInstall(flags, (s) => process.stderr.write(`outrigger install: ${s}\n`)),
+      );
     });
 }

@@ -27,25 +27,41 @@ interface DiscoveryView {
 
 interface ReadyView {
   ready?: boolean;
-  detail?: { draining?: boolean; discovery?: { ready?: boolean } };
+  detail?: { draining?: boolean; discovery?: { ready?: boolean }; meshCertificate?: boolean };
 }
 
-const age = (ms: number | undefined, now: number): string =>
-  ms === undefined ? '-' : `${Math.max(0, (now - ms) / 1000).toFixed(0)}s ago`;
+/**
+ * Why /readyz says no, in words a user can act on: every condition its detail reports false,
+ * so a sidecar held back by its certificate is not blamed on discovery.
+ */
+export function notReadyReasons(ready: ReadyView, d: DiscoveryView, identity?: IdentityView): string[] {
+  const detail = ready.detail ?? {};
+  const reasons: string[] = [];
+  if (detail.draining) reasons.push('the sidecar is draining (shutting down)');
+  if (detail.meshCertificate === false)
+    reasons.push(
+      `no valid mesh certificate (strict mTLS needs one): ${identity?.lastError ?? 'the identity issuer has not answered yet'}`,
+    );
+  if ((detail.discovery?.ready ?? d.ready) === false) reasons.push(discoveryReason(d));
+  // A sidecar newer than this client may report a condition it does not know: show the detail.
+  if (reasons.length === 0) reasons.push(`/readyz detail: ${JSON.stringify(detail)}`);
+  return reasons;
+}
 
-/** Why /readyz says no, in words a user can act on. */
-export function notReadyReason(ready: ReadyView, d: DiscoveryView): string {
-  if (ready.detail?.draining) return 'the sidecar is draining (shutting down)';
+function discoveryReason(d: DiscoveryView): string {
   const failures = d.counters?.apiFailures ?? 0;
   if (failures > 0)
     return `discovery has not synced: ${failures} API request(s) failed so far; the sidecar's log names the error (kubectl logs POD -c outrigger-proxy)`;
   return 'discovery has not synced yet (no answer from its source so far)';
 }
 
-export function formatStatus(ready: boolean, d: DiscoveryView, now: number, why = ''): string {
+const age = (ms: number | undefined, now: number): string =>
+  ms === undefined ? '-' : `${Math.max(0, (now - ms) / 1000).toFixed(0)}s ago`;
+
+export function formatStatus(ready: boolean, d: DiscoveryView, now: number, why: string[] = []): string {
   const lines = [
     `ready: ${ready ? 'yes' : 'no'}   subscriptions: ${d.subscriptions}   watches: ${d.watches}   stale services: ${d.staleServices}`,
-    ...(ready ? [] : [`not ready: ${why}`]),
+    ...(ready ? [] : why.map((w) => `not ready: ${w}`)),
     '',
   ];
   const rows = [['SERVICE', 'ENDPOINTS', 'SOURCE', 'STATE', 'SINCE', 'REASON']];
@@ -115,10 +131,10 @@ export function statusCommand(): Command {
         process.stdout.write(JSON.stringify(discovery.body, null, 2) + '\n');
         return;
       }
-      if (identity.status === 200)
-        process.stdout.write(formatIdentity(identity.body as IdentityView, Date.now()) + '\n\n');
+      const id = identity.status === 200 ? (identity.body as IdentityView) : undefined;
+      if (id) process.stdout.write(formatIdentity(id, Date.now()) + '\n\n');
       const d = discovery.body as DiscoveryView;
-      const why = isReady ? '' : notReadyReason(ready.body as ReadyView, d);
+      const why = isReady ? [] : notReadyReasons(ready.body as ReadyView, d, id);
       process.stdout.write(formatStatus(isReady, d, Date.now(), why) + '\n');
     },
   );

@@ -1,13 +1,16 @@
 // `outrigger install | kubectl apply -f -` then `outrigger check` against the real API server, with
 // the webhook running as a local process (the install's --webhook-url mode), and `check` failing
 // with what to do for each broken piece: missing RBAC, a stale caBundle, an expired serving
-// certificate, no webhook endpoints.
+// certificate, no webhook endpoints; each fix is run as printed and must keep the install's
+// shape. Re-running install keeps the certificate; `outrigger uninstall | kubectl delete -f -`
+// leaves nothing behind but the user's namespaces.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test, type TestContext } from 'node:test';
+import { parseAllDocuments } from 'yaml';
 import { makeCa, issueServing } from '../../src/cli/pki.ts';
 import {
   closedKubeconfig,
@@ -19,10 +22,24 @@ import {
 } from '../harness/cli.ts';
 import { startCluster, type TestCluster } from '../harness/cluster.ts';
 import { freePort } from '../harness/jaeger.ts';
-import { testBinaries } from '../harness/tools.ts';
+import { repoRoot, testBinaries } from '../harness/tools.ts';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'outrigger-install-'));
 const DAY = 86_400_000;
+const cli = `node ${path.join(import.meta.dirname, '../../src/main.ts')}`;
+
+/** The kubectl commands a CLI printed for the user to run (indented lines on stderr). */
+const printedCommands = (stderr: string): string[] =>
+  [...stderr.matchAll(/^ {2}(kubectl .*)$/gm)].map((m) => m[1] ?? '');
+
+/** The `outrigger install ... | kubectl apply -f -` a check advised, as a shell line of this checkout. */
+function advisedInstall(checkOut: string, check: string): string {
+  const m = new RegExp(`${check}:.*\\n *fix: [^\\n]*?(outrigger install [^|]*\\| kubectl apply -f -)`).exec(
+    checkOut,
+  );
+  assert.ok(m?.[1], `no install advised for ${check} in:\n${checkOut}`);
+  return m[1].replace(/^outrigger /, `${cli} `).replace('kubectl', '"$KUBECTL"');
+}
 
 describe('install and check against a real API server', { concurrency: 1, timeout: 300_000 }, () => {
   let cluster: TestCluster | undefined;
@@ -43,6 +60,10 @@ describe('install and check against a real API server', { concurrency: 1, timeou
     const keyFile = `${certFile}.key`;
     writeFileSync(certFile, cert);
     writeFileSync(keyFile, key);
+    await startWebhookFiles(certFile, keyFile);
+  }
+
+  async function startWebhookFiles(certFile: string, keyFile: string): Promise<void> {
     webhook = startCli(
       ['webhook', '--listen', `127.0.0.1:${port}`, '--tls-cert', certFile, '--tls-key', keyFile],
       { env: { POD_NAMESPACE: 'outrigger-system', OUTRIGGER_WEBHOOK_SHUTDOWN_DELAY_SECONDS: '0' } },
@@ -62,6 +83,38 @@ describe('install and check against a real API server', { concurrency: 1, timeou
     );
     assert.equal(r.status, 0, r.stderr);
     return Buffer.from(r.stdout, 'base64').toString('utf8');
+  }
+
+  /**
+   * The README's commands that write the webhook's certificate and key for a local webhook, run
+   * as written in a scratch checkout directory over a key file left world-readable by an earlier
+   * run: the key must end up private, under a git-ignored path.
+   */
+  function readmeCertificateCommands(): { certFile: string; keyFile: string } {
+    const readme = readFileSync(path.join(repoRoot, 'README.md'), 'utf8');
+    const writes = [...readme.matchAll(/^\$ (.*get secret outrigger-webhook-tls.*)$/gm)].map(
+      (m) => m[1] ?? '',
+    );
+    const serve = /^\$ npx outrigger webhook .*--tls-cert (\S+) --tls-key (\S+)/m.exec(readme);
+    assert.ok(writes.length > 0 && serve?.[1] && serve[2], 'the README shows how to write and use the files');
+    const [cert, key] = [serve[1], serve[2]];
+    const cwd = mkdtempSync(path.join(dir, 'checkout-'));
+    mkdirSync(path.dirname(path.join(cwd, key)), { recursive: true });
+    writeFileSync(path.join(cwd, key), 'stale', { mode: 0o644 });
+    chmodSync(path.join(cwd, key), 0o644);
+    for (const line of writes) {
+      const r = spawnSync('bash', ['-c', line], {
+        cwd,
+        encoding: 'utf8',
+        env: { ...process.env, ...env(), PATH: `${path.dirname(kubectl)}:${process.env.PATH ?? ''}` },
+      });
+      assert.equal(r.status, 0, `${line}\n${r.stderr}`);
+    }
+    const mode = statSync(path.join(cwd, key)).mode & 0o777;
+    assert.equal(mode.toString(8), '600', `${key} is readable by its owner only`);
+    const ignored = spawnSync('git', ['-C', repoRoot, 'check-ignore', '-q', key]);
+    assert.equal(ignored.status, 0, `${key} is git-ignored in a checkout`);
+    return { certFile: path.join(cwd, cert), keyFile: path.join(cwd, key) };
   }
 
   function setCaBundle(caPem: string): void {
@@ -95,15 +148,54 @@ describe('install and check against a real API server', { concurrency: 1, timeou
     await cluster?.stop();
   });
 
-  test('install | kubectl apply -f -, then check passes and a pod is injected', async (t) => {
-    if (!(await clusterFor(t))) return;
-    const apply = sh(
-      `node ${path.join(import.meta.dirname, '../../src/main.ts')} install --namespaces shop --webhook-url https://127.0.0.1:${port} | "$KUBECTL" apply -f -`,
+  /** The webhook configuration's caBundle (the first webhook's) and its first webhook's clientConfig. */
+  function installed(): { caBundle: string; url: string; crt: string } {
+    const r = sh(
+      `"$KUBECTL" get mutatingwebhookconfiguration outrigger-injector -o jsonpath='{.webhooks[0].clientConfig.caBundle} {.webhooks[0].clientConfig.url}'`,
     );
+    assert.equal(r.status, 0, r.stderr);
+    const [caBundle = '', url = ''] = r.stdout.split(' ');
+    return { caBundle, url, crt: secretFile('tls.crt') };
+  }
+
+  function createPod(name: string): string {
+    const pod = sh(
+      `printf 'apiVersion: v1\\nkind: Pod\\nmetadata: {name: ${name}, namespace: shop}\\nspec:\\n  containers: [{name: app, image: app}]\\n' | "$KUBECTL" apply -f - && "$KUBECTL" -n shop get pod ${name} -o jsonpath='{.spec.initContainers[*].name}'`,
+    );
+    assert.equal(pod.status, 0, pod.stderr);
+    return pod.stdout;
+  }
+
+  test('install prints only what it owns and says how to opt the namespace in; then check passes and a pod is injected', async (t) => {
+    if (!(await clusterFor(t))) return;
+    const file = path.join(dir, 'install.yaml');
+    const render = sh(`${cli} install --namespaces shop --webhook-url https://127.0.0.1:${port} > ${file}`);
+    assert.equal(render.status, 0, render.stderr);
+    const kinds = parseAllDocuments(readFileSync(file, 'utf8')).map((d) => {
+      const o = d.toJS() as { kind: string; metadata: { name: string } };
+      return `${o.kind}/${o.metadata.name}`;
+    });
+    assert.deepEqual(
+      kinds.filter((k) => k.startsWith('Namespace/')),
+      ['Namespace/outrigger-system'],
+      'the only namespace printed is its own',
+    );
+    // The reverse of the install, as a user would try it, deletes no namespace of theirs.
+    const dryDelete = sh(`"$KUBECTL" delete --dry-run=server -f ${file}`);
+    assert.doesNotMatch(dryDelete.stdout + dryDelete.stderr, /namespace "shop"/);
+    const commands = printedCommands(render.stderr);
+    assert.deepEqual(commands, [
+      'kubectl create namespace shop',
+      'kubectl label namespace shop outrigger.dev/injection=enabled',
+    ]);
+
+    const apply = sh(`"$KUBECTL" apply -f ${file}`);
     assert.equal(apply.status, 0, apply.stderr);
     assert.match(apply.stdout, /mutatingwebhookconfiguration.*outrigger-injector created/);
     assert.match(apply.stdout, /clusterrolebinding.*outrigger-sidecar-shop created/);
-    await startWebhook(secretFile('tls.crt'), secretFile('tls.key'));
+    for (const c of commands) assert.equal(sh(c.replace(/^kubectl/, '"$KUBECTL"')).status, 0, c);
+    const { certFile, keyFile } = readmeCertificateCommands();
+    await startWebhookFiles(certFile, keyFile);
     const r = await check();
     assert.equal(r.status, 0, r.stdout + r.stderr);
     assert.match(r.stdout, /\[ok\] +caBundle: matches the serving certificate/);
@@ -117,26 +209,49 @@ describe('install and check against a real API server', { concurrency: 1, timeou
     const json = await check('-o', 'json');
     assert.equal(json.status, 0);
     assert.ok((JSON.parse(json.stdout) as { outcome: string }[]).every((c) => c.outcome !== 'fail'));
-    const pod = sh(
-      `printf 'apiVersion: v1\\nkind: Pod\\nmetadata: {name: p1, namespace: shop}\\nspec:\\n  containers: [{name: app, image: app}]\\n' | "$KUBECTL" apply -f - && "$KUBECTL" -n shop get pod p1 -o jsonpath='{.spec.initContainers[*].name}'`,
-    );
-    assert.equal(pod.status, 0, pod.stderr);
-    assert.match(pod.stdout, /outrigger-proxy/);
+    assert.match(createPod('p1'), /outrigger-proxy/);
   });
 
-  test('check fails for a meshed namespace whose ServiceAccounts lack the sidecar RBAC', async (t) => {
+  test('re-running install without flags keeps the certificate, the caBundle and the webhook URL', async (t) => {
+    if (!(await clusterFor(t))) return;
+    const before = installed();
+    const again = sh(`${cli} install | "$KUBECTL" apply -f -`);
+    assert.equal(again.status, 0, again.stderr);
+    assert.match(again.stdout, /secret\/outrigger-webhook-tls unchanged/);
+    assert.match(again.stdout, /mutatingwebhookconfiguration\S* unchanged/);
+    assert.doesNotMatch(again.stdout, /deployment/);
+    assert.match(again.stderr, /keeping the webhook URL https:\/\/127\.0\.0\.1:\d+/);
+    assert.match(again.stderr, /keeping the webhook certificate/);
+    assert.deepEqual(installed(), before);
+    assert.equal((await check()).status, 0);
+  });
+
+  test('check fails for a meshed namespace whose ServiceAccounts lack the sidecar RBAC; its fix keeps the install working', async (t) => {
     if (!(await clusterFor(t))) return;
     const ns = sh(
       `"$KUBECTL" create namespace bare && "$KUBECTL" label namespace bare outrigger.dev/injection=enabled`,
     );
     assert.equal(ns.status, 0, ns.stderr);
+    const before = installed();
     const r = await check();
     assert.equal(r.status, 1, r.stdout);
     assert.match(
       r.stdout,
       /\[FAIL\] sidecar RBAC bare: its ServiceAccounts may not list services, watch services/,
     );
-    assert.match(r.stdout, /fix: outrigger install --namespaces bare \| kubectl apply -f -/);
+    assert.match(
+      r.stdout,
+      /fix: outrigger install --webhook-url https:\/\/127\.0\.0\.1:\d+ --namespaces bare \| kubectl apply -f -/,
+    );
+    const fix = sh(advisedInstall(r.stdout, 'sidecar RBAC bare'));
+    assert.equal(fix.status, 0, fix.stderr);
+    assert.match(fix.stdout, /clusterrolebinding\S*\/outrigger-sidecar-bare created/);
+    assert.doesNotMatch(fix.stdout, /deployment/);
+    assert.deepEqual(installed(), before, 'the same URL, caBundle and certificate');
+    const after = await check();
+    assert.equal(after.status, 0, after.stdout);
+    assert.match(after.stdout, /\[ok\] +sidecar RBAC bare/);
+    assert.match(createPod('p2'), /outrigger-proxy/, 'pods are still injected');
     assert.equal(sh(`"$KUBECTL" label namespace bare outrigger.dev/injection-`).status, 0);
   });
 
@@ -156,9 +271,10 @@ describe('install and check against a real API server', { concurrency: 1, timeou
     assert.equal(sh(`"$KUBECTL" delete clusterrolebinding too-much`).status, 0);
   });
 
-  test('check fails for a stale caBundle and for an expired serving certificate', async (t) => {
+  test('check fails for a stale caBundle and for an expired serving certificate; each fix keeps the URL', async (t) => {
     if (!(await clusterFor(t))) return;
     const now = Date.now();
+    const before = installed();
     const other = makeCa('another-ca', { notBefore: new Date(now - DAY), notAfter: new Date(now + DAY) });
     setCaBundle(other.certPem);
     const stale = await check();
@@ -167,9 +283,17 @@ describe('install and check against a real API server', { concurrency: 1, timeou
       stale.stdout,
       /\[FAIL\] caBundle: the serving certificate .* is not signed by the caBundle's CA \(CN=another-ca\)/,
     );
-    assert.match(stale.stdout, /fix: apply the caBundle and the Secret from the same run/);
+    assert.match(
+      stale.stdout,
+      /fix: outrigger install --webhook-url https:\/\/127\.0\.0\.1:\d+ \| kubectl apply -f -/,
+    );
+    const fixBundle = sh(advisedInstall(stale.stdout, 'caBundle'));
+    assert.equal(fixBundle.status, 0, fixBundle.stderr);
+    assert.deepEqual(installed(), before, "the Secret's CA is back in the caBundle");
+    assert.equal((await check()).status, 0);
 
-    // A certificate from the right CA whose validity ended yesterday.
+    // A certificate from the caBundle's CA whose validity ended yesterday.
+    setCaBundle(other.certPem);
     const expired = issueServing(other, ['127.0.0.1'], {
       notBefore: new Date(now - 3 * DAY),
       notAfter: new Date(now - DAY),
@@ -180,7 +304,20 @@ describe('install and check against a real API server', { concurrency: 1, timeou
     assert.equal(r.status, 1, r.stdout);
     assert.match(r.stdout, /\[ok\] +caBundle: matches/);
     assert.match(r.stdout, /\[FAIL\] certificate expiry: the serving certificate expired on/);
-    assert.match(r.stdout, /fix: issue a new one: outrigger install \| kubectl apply -f -/);
+    assert.match(
+      r.stdout,
+      /fix: outrigger install --webhook-url https:\/\/127\.0\.0\.1:\d+ --rotate-certificate \| kubectl apply -f -, then restart the webhook/,
+    );
+    const rotate = sh(advisedInstall(r.stdout, 'certificate expiry'));
+    assert.equal(rotate.status, 0, rotate.stderr);
+    assert.match(rotate.stderr, /issuing a new webhook certificate \(--rotate-certificate\)/);
+    const rotated = installed();
+    assert.notEqual(rotated.crt, before.crt);
+    assert.equal(rotated.url, before.url);
+    await stopWebhook();
+    await startWebhook(secretFile('tls.crt'), secretFile('tls.key'));
+    const fixed = await check();
+    assert.equal(fixed.status, 0, fixed.stdout);
   });
 
   test('check fails when no webhook answers: by URL, and for the in-cluster Service', async (t) => {
@@ -193,11 +330,11 @@ describe('install and check against a real API server', { concurrency: 1, timeou
       /\[FAIL\] webhook endpoints: no webhook answers at https:\/\/127\.0\.0\.1:\d+ .*ECONNREFUSED/,
     );
     assert.match(byUrl.stdout, /fix: start the webhook/);
-    // The in-cluster form: a Service whose Deployment never became ready (no kubelet here).
-    const apply = sh(
-      `node ${path.join(import.meta.dirname, '../../src/main.ts')} install --namespaces shop | "$KUBECTL" apply -f -`,
-    );
+    // The in-cluster form, asked for explicitly (a re-run alone keeps the URL): a Service whose
+    // Deployment never became ready (no kubelet here).
+    const apply = sh(`${cli} install --in-cluster-webhook | "$KUBECTL" apply -f -`);
     assert.equal(apply.status, 0, apply.stderr);
+    assert.match(apply.stdout, /deployment\S*\/outrigger-webhook created/);
     const r = await check();
     assert.equal(r.status, 1, r.stdout);
     assert.match(
@@ -221,5 +358,72 @@ describe('install and check against a real API server', { concurrency: 1, timeou
       /\[FAIL\] API server: cannot reach the API server https:\/\/127\.0\.0\.1:1 \(.*ECONNREFUSED/,
     );
     assert.match(r.stdout, /fix: check the kubeconfig/);
+  });
+
+  test('uninstall | kubectl delete -f - removes every object install made and no namespace of the user', async (t) => {
+    if (!(await clusterFor(t))) return;
+    // A binding to the sidecar role that install did not make: named, not deleted.
+    assert.equal(
+      sh(
+        `"$KUBECTL" create clusterrolebinding mine --clusterrole=outrigger-sidecar --group=system:serviceaccounts:other`,
+      ).status,
+      0,
+    );
+    const file = path.join(dir, 'uninstall.yaml');
+    const un = sh(`${cli} uninstall > ${file}`);
+    assert.equal(un.status, 0, un.stderr);
+    const text = readFileSync(file, 'utf8');
+    assert.doesNotMatch(text, /tls\.key|^data:/m, 'no secret material');
+    const kinds = parseAllDocuments(text).map((d) => {
+      const o = d.toJS() as { kind: string; metadata: { name: string } };
+      return `${o.kind}/${o.metadata.name}`;
+    });
+    assert.equal(kinds[0], 'MutatingWebhookConfiguration/outrigger-injector', 'the webhook goes first');
+    assert.equal(kinds.at(-1), 'Namespace/outrigger-system');
+    assert.deepEqual(
+      kinds.filter((k) => k.startsWith('Namespace/')),
+      ['Namespace/outrigger-system'],
+    );
+    for (const k of [
+      'ClusterRoleBinding/outrigger-sidecar-shop',
+      'ClusterRoleBinding/outrigger-sidecar-bare',
+      'Secret/outrigger-webhook-tls',
+      'Deployment/outrigger-webhook',
+    ])
+      assert.ok(kinds.includes(k), `${k} in ${kinds.join(', ')}`);
+    assert.ok(!kinds.includes('ClusterRoleBinding/mine'));
+    assert.match(un.stderr, /ClusterRoleBinding mine binds outrigger-sidecar/);
+    const commands = printedCommands(un.stderr);
+    assert.ok(commands.includes('kubectl label namespace shop outrigger.dev/injection-'), un.stderr);
+
+    // --wait=false: no namespace controller runs here, so outrigger-system would never finish going.
+    const del = sh(`"$KUBECTL" delete --wait=false -f ${file}`);
+    assert.equal(del.status, 0, del.stderr);
+    assert.match(
+      del.stdout.split('\n')[0] ?? '',
+      /mutatingwebhookconfiguration\S* "outrigger-injector" deleted/,
+    );
+    for (const c of commands) assert.equal(sh(c.replace(/^kubectl/, '"$KUBECTL"')).status, 0, c);
+    assert.equal(sh(`"$KUBECTL" delete clusterrolebinding mine`).status, 0);
+
+    const left = sh(
+      `"$KUBECTL" get mutatingwebhookconfigurations,validatingadmissionpolicies,validatingadmissionpolicybindings,clusterroles,clusterrolebindings -l app.kubernetes.io/name=outrigger -o name && "$KUBECTL" -n outrigger-system get deployments,services,secrets,serviceaccounts,poddisruptionbudgets -o name`,
+    );
+    assert.equal(left.status, 0, left.stderr);
+    assert.equal(left.stdout.trim(), '', 'no outrigger object is left');
+    // No namespace controller runs here, so the namespace stays Terminating (empty) instead of going.
+    const system = sh(
+      `"$KUBECTL" get namespace outrigger-system -o jsonpath='{.metadata.deletionTimestamp}'`,
+    );
+    assert.ok(system.status !== 0 || system.stdout !== '', 'outrigger-system is being deleted');
+    const shop = sh(`"$KUBECTL" get namespace shop -o jsonpath='{.metadata.labels}'`);
+    assert.equal(shop.status, 0, 'namespace shop is still there');
+    assert.doesNotMatch(shop.stdout, /outrigger\.dev\/injection/);
+    assert.equal(createPod('p3'), 'pod/p3 created\n', 'a new pod in shop runs without a sidecar');
+
+    const again = sh(`${cli} uninstall`);
+    assert.equal(again.status, 0, again.stderr);
+    assert.equal(again.stdout, '');
+    assert.match(again.stderr, /nothing to delete/);
   });
 });

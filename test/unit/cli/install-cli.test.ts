@@ -34,9 +34,16 @@ test('install prints the control plane with a fresh certificate that matches its
     'MutatingWebhookConfiguration/outrigger-injector',
     'the webhook configuration comes last',
   );
+  assert.deepEqual(
+    kinds.filter((k) => k.startsWith('Namespace/')),
+    ['Namespace/outrigger-system'],
+    'no namespace of the user, so kubectl delete -f - of this output cannot delete one',
+  );
+  assert.match(
+    r.stderr,
+    /opt them in with:\n {2}kubectl label namespace shop outrigger\.dev\/injection=enabled\n {2}kubectl label namespace web outrigger\.dev\/injection=enabled\n/,
+  );
   for (const k of [
-    'Namespace/shop',
-    'Namespace/web',
     'Namespace/outrigger-system',
     'Secret/outrigger-webhook-tls',
     'Deployment/outrigger-webhook',
@@ -46,10 +53,6 @@ test('install prints the control plane with a fresh certificate that matches its
   ])
     assert.ok(kinds.includes(k), `${k} in ${kinds.join(', ')}`);
   assert.ok(!kinds.includes('ClusterRoleBinding/outrigger-sidecar-demo'), 'the example binding is replaced');
-  assert.equal(
-    objs.find((o) => o.metadata.name === 'shop')?.metadata.labels?.['outrigger.dev/injection'],
-    'enabled',
-  );
 
   const secret = objs.find((o) => o.kind === 'Secret');
   const cert = new X509Certificate(Buffer.from(secret?.data?.['tls.crt'] ?? '', 'base64'));
@@ -75,8 +78,37 @@ test('install prints the control plane with a fresh certificate that matches its
   assert.notEqual(
     again.stdout.match(/tls\.crt: (\S+)/)?.[1],
     r.stdout.match(/tls\.crt: (\S+)/)?.[1],
-    'every run makes a new certificate',
+    'without a cluster to read, every run makes a new certificate',
   );
+  assert.match(again.stderr, /no kubeconfig, so this is a fresh install with a new CA/);
+});
+
+test('uninstall without a cluster lists what install makes, webhook configuration first, no data and no user namespace', async () => {
+  const r = await runCli(['uninstall', '--namespaces', 'shop']);
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /Delete with: kubectl delete --ignore-not-found -f -/);
+  const objs = parseAllDocuments(r.stdout).map((d) => d.toJS() as Obj & Record<string, unknown>);
+  const kinds = objs.map((o) => `${o.kind}/${o.metadata.name}`);
+  assert.deepEqual(kinds.slice(0, 4), [
+    'MutatingWebhookConfiguration/outrigger-injector',
+    'ValidatingAdmissionPolicyBinding/outrigger-sidecar-required',
+    'ValidatingAdmissionPolicy/outrigger-sidecar-required',
+    'ClusterRoleBinding/outrigger-sidecar-shop',
+  ]);
+  assert.equal(kinds.at(-1), 'Namespace/outrigger-system');
+  assert.deepEqual(
+    kinds.filter((k) => k.startsWith('Namespace/')),
+    ['Namespace/outrigger-system'],
+  );
+  for (const k of [
+    'Secret/outrigger-webhook-tls',
+    'Deployment/outrigger-webhook',
+    'ClusterRole/outrigger-sidecar',
+  ])
+    assert.ok(kinds.includes(k), `${k} in ${kinds.join(', ')}`);
+  for (const o of objs)
+    assert.deepEqual(Object.keys(o).sort(), ['apiVersion', 'kind', 'metadata'], 'names only');
+  assert.match(r.stderr, /^ {2}kubectl label namespace shop outrigger\.dev\/injection-$/m);
 });
 
 test('install checks its flags, and says when it binds no namespace', async () => {
@@ -86,6 +118,14 @@ test('install checks its flags, and says when it binds no namespace', async () =
   const http = await runCli(['install', '--webhook-url', 'http://127.0.0.1:8443']);
   assert.equal(http.status, 2);
   assert.match(http.stderr, /--webhook-url.*expected an https:\/\/ URL/);
+  const conflict = await runCli([
+    'install',
+    '--webhook-url',
+    'https://127.0.0.1:8443',
+    '--in-cluster-webhook',
+  ]);
+  assert.equal(conflict.status, 2);
+  assert.match(conflict.stderr, /cannot be used with option '--in-cluster-webhook'/);
   const none = await runCli(['install']);
   assert.equal(none.status, 0, none.stderr);
   assert.match(

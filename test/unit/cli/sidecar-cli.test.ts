@@ -1,12 +1,15 @@
 // The commands that read a running sidecar (`status`, `version`) and its /metrics, against a real
 // `outrigger proxy` child process on the file source or on an unreachable API server.
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { closedKubeconfig, runCli, startSidecar } from '../../harness/cli.ts';
 import { httpGet } from '../../harness/http-get.ts';
+import { freePort } from '../../harness/jaeger.ts';
+import { fakeSaToken, identityEnv, testCa } from '../../harness/mesh.ts';
+import { closedPort } from '../proxy/harness.ts';
 
 test('status, version and /metrics of a ready sidecar', async (t) => {
   const { egress, admin } = await startSidecar(t, [
@@ -59,4 +62,38 @@ test('status of a sidecar whose API server ($KUBECONFIG) is unreachable says why
     r.stdout,
     /^not ready: discovery has not synced: \d+ API request\(s\) failed so far; the sidecar's log/m,
   );
+});
+
+test('status of a strict sidecar without a certificate names the certificate, not discovery', async (t) => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'outrigger-status-mesh-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  writeFileSync(path.join(dir, 'cluster.yaml'), '');
+  writeFileSync(path.join(dir, 'ca.crt'), (await testCa()).trustBundle);
+  writeFileSync(path.join(dir, 'token'), fakeSaToken('shop', 'web'));
+  // The issuer is a closed port: discovery (the file) is synced, the certificate never comes.
+  const issuer = `https://127.0.0.1:${await closedPort()}/`;
+  const { admin } = await startSidecar(
+    t,
+    [
+      '--source',
+      `file:${path.join(dir, 'cluster.yaml')}`,
+      '--mtls',
+      'strict',
+      '--mesh-port',
+      String(await freePort()),
+    ],
+    identityEnv(issuer, dir),
+  );
+  let r = await runCli(['status', '--admin', `127.0.0.1:${admin}`]);
+  for (let i = 0; i < 20 && !/issuer unreachable/.test(r.stdout); i++) {
+    await new Promise((res) => setTimeout(res, 250));
+    r = await runCli(['status', '--admin', `127.0.0.1:${admin}`]);
+  }
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stdout, /^ready: no /m);
+  assert.match(
+    r.stdout,
+    /^not ready: no valid mesh certificate \(strict mTLS needs one\): identity issuer unreachable: connect ECONNREFUSED/m,
+  );
+  assert.doesNotMatch(r.stdout, /discovery has not synced/);
 });

@@ -1,0 +1,86 @@
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { parseAllDocuments } from 'yaml';
+import { OutriggerError } from '../shared/errors.ts';
+import { CONTROL_PLANE } from './control-plane.ts';
+
+/**
+ * What `install` prints and `uninstall` takes back: the shipped manifests/ and the objects only
+ * the CLI makes (the webhook TLS Secret, one sidecar binding per meshed namespace). Loaded by
+ * those two commands only: it pulls in the YAML parser.
+ */
+export type Obj = Record<string, unknown> & {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; labels?: Record<string, string> };
+};
+
+/** Every object install makes carries this label; uninstall deletes nothing without it. */
+export const OWNED_LABEL = { key: 'app.kubernetes.io/name', value: 'outrigger' } as const;
+
+/** The example binding in manifests/rbac, for the namespace "demo"; install binds the meshed ones instead. */
+export const EXAMPLE_BINDING = `${CONTROL_PLANE.sidecarRole}-demo`;
+
+const MANIFESTS = fileURLToPath(new URL('../../manifests/', import.meta.url));
+
+const parse = (text: string): unknown[] => parseAllDocuments(text).map((d) => d.toJS() as unknown);
+
+/** manifests/kustomization.yaml's resources, depth first, as kubectl kustomize lists them. */
+export function shippedManifests(dir = MANIFESTS): Obj[] {
+  const kustomization = parse(readFileSync(`${dir}kustomization.yaml`, 'utf8'))[0] as { resources: string[] };
+  return kustomization.resources.flatMap((r) =>
+    r.endsWith('.yaml')
+      ? (parse(readFileSync(`${dir}${r}`, 'utf8')) as Obj[])
+      : shippedManifests(`${dir}${r}/`),
+  );
+}
+
+export function sidecarBinding(namespace: string): Obj {
+  return {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRoleBinding',
+    metadata: {
+      name: `${CONTROL_PLANE.sidecarRole}-${namespace}`,
+      labels: { [OWNED_LABEL.key]: OWNED_LABEL.value },
+    },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: CONTROL_PLANE.sidecarRole },
+    subjects: [
+      { kind: 'Group', apiGroup: 'rbac.authorization.k8s.io', name: `system:serviceaccounts:${namespace}` },
+    ],
+  };
+}
+
+/** The shape of the TLS Secret, without its data: what uninstall names. */
+export const TLS_SECRET: Obj = {
+  apiVersion: 'v1',
+  kind: 'Secret',
+  metadata: {
+    name: CONTROL_PLANE.tlsSecret,
+    namespace: CONTROL_PLANE.namespace,
+    labels: { [OWNED_LABEL.key]: OWNED_LABEL.value },
+  },
+};
+
+/** --namespaces NS[,NS]: RFC 1123 labels, blanks dropped. */
+export function parseNamespaces(raw: string): string[] {
+  const named = raw
+    .split(',')
+    .map((n) => n.trim())
+    .filter((n) => n !== '');
+  const bad = named.find((n) => !/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(n));
+  if (bad !== undefined)
+    throw new OutriggerError(
+      'config_invalid',
+      `invalid flag --namespaces: ${JSON.stringify(bad)} is not a namespace name (RFC 1123 label)`,
+    );
+  return [...new Set(named)];
+}
+
+/** The REST path of one object, from its apiVersion and kind (the kinds install makes are regular plurals). */
+export function objectPath(o: Pick<Obj, 'apiVersion' | 'kind' | 'metadata'>): string {
+  const base = o.apiVersion.includes('/') ? `/apis/${o.apiVersion}` : `/api/${o.apiVersion}`;
+  const ns = o.metadata.namespace ? `/namespaces/${o.metadata.namespace}` : '';
+  const kind = o.kind.toLowerCase();
+  const plural = kind.endsWith('y') ? `${kind.slice(0, -1)}ies` : `${kind}s`;
+  return `${base}${ns}/${plural}/${o.metadata.name}`;
+}

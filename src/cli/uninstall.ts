@@ -1,0 +1,189 @@
+import { Command } from 'commander';
+import { INJECTION_LABEL } from '../config/options.ts';
+import { OutriggerError } from '../shared/errors.ts';
+import { KUBECONFIG_HELP, defaultKubeconfig } from './common.ts';
+import { CONTROL_PLANE } from './control-plane.ts';
+import type { Obj } from './install-manifests.ts';
+import type { KubeApi } from './kube-api.ts';
+
+/**
+ * `outrigger uninstall`: what `install` made, for `kubectl delete -f -`, as names only (no
+ * Secret data). The webhook configuration goes first, so no pod creation is sent to a webhook
+ * that is already gone, and the sidecar-required policy right after it, so pods of a namespace
+ * still labelled are admitted without a sidecar. Never a user's namespace: their injection label
+ * is removed by the commands printed on stderr.
+ */
+interface UninstallFlags {
+  namespaces?: string;
+  kubeconfig?: string;
+}
+
+type Note = (s: string) => void;
+
+type Ref = Pick<Obj, 'apiVersion' | 'kind' | 'metadata'>;
+
+const ref = (o: Obj): Ref => ({
+  apiVersion: o.apiVersion,
+  kind: o.kind,
+  metadata: { name: o.metadata.name, ...(o.metadata.namespace ? { namespace: o.metadata.namespace } : {}) },
+});
+
+/** Deletion order: admission first, then what install made last-to-first, its namespace at the very end. */
+const FIRST = [
+  'MutatingWebhookConfiguration',
+  'ValidatingAdmissionPolicyBinding',
+  'ValidatingAdmissionPolicy',
+];
+
+async function staticRefs(): Promise<Ref[]> {
+  const m = await import('./install-manifests.ts');
+  const made = m
+    .shippedManifests()
+    .filter((o) => !(o.kind === 'ClusterRoleBinding' && o.metadata.name === m.EXAMPLE_BINDING));
+  const owned = [...made, m.TLS_SECRET].map(ref);
+  const rank = (r: Ref): number => {
+    const i = FIRST.indexOf(r.kind);
+    if (i >= 0) return i;
+    return r.kind === 'Namespace' ? FIRST.length + 2 : FIRST.length + 1;
+  };
+  // Within a rank, reverse install order: the Secret and workloads before their namespace.
+  return owned
+    .map((r, i) => ({ r, i }))
+    .sort((a, b) => rank(a.r) - rank(b.r) || b.i - a.i)
+    .map((x) => x.r);
+}
+
+interface Found {
+  refs: Ref[];
+  bindings: Ref[];
+  labelled: string[];
+}
+
+interface Listed {
+  metadata: {
+    name: string;
+    labels?: Record<string, string>;
+    deletionTimestamp?: string;
+  };
+  roleRef?: { kind: string; name: string };
+}
+
+/** What of it exists in the cluster: objects being deleted already are left out. */
+const BINDING_API = 'rbac.authorization.k8s.io/v1';
+
+async function inCluster(api: KubeApi, refs: Ref[], note: Note): Promise<Found> {
+  const m = await import('./install-manifests.ts');
+  const owned = (o: Listed): boolean => o.metadata.labels?.[m.OWNED_LABEL.key] === m.OWNED_LABEL.value;
+  const present = await Promise.all(
+    refs.map(async (r) => {
+      const res = await api.call('GET', m.objectPath(r));
+      const o = res.body as Listed;
+      if (res.status !== 200 || o.metadata.deletionTimestamp) return false;
+      if (r.kind === 'Namespace' && !owned(o)) {
+        note(
+          `namespace ${r.metadata.name} has no ${m.OWNED_LABEL.key}=${m.OWNED_LABEL.value} label, so install did not make it: not deleting it`,
+        );
+        return false;
+      }
+      return true;
+    }),
+  );
+  const bindings = await list(api, `/apis/${BINDING_API}/clusterrolebindings`);
+  const toRole = bindings.filter(
+    (b) => b.roleRef?.kind === 'ClusterRole' && b.roleRef.name === CONTROL_PLANE.sidecarRole,
+  );
+  for (const b of toRole.filter((b) => !owned(b)))
+    note(
+      `ClusterRoleBinding ${b.metadata.name} binds ${CONTROL_PLANE.sidecarRole} but install did not make it (no ${m.OWNED_LABEL.key}=${m.OWNED_LABEL.value} label): delete it yourself with kubectl delete clusterrolebinding ${b.metadata.name}`,
+    );
+  const selector = encodeURIComponent(`${INJECTION_LABEL}=enabled`);
+  const labelled = (await list(api, `/api/v1/namespaces?labelSelector=${selector}`)).map(
+    (n) => n.metadata.name,
+  );
+  return {
+    refs: refs.filter((_, i) => present[i]),
+    bindings: toRole
+      .filter((b) => owned(b) && !b.metadata.deletionTimestamp)
+      .map((b) => ({
+        apiVersion: BINDING_API,
+        kind: 'ClusterRoleBinding',
+        metadata: { name: b.metadata.name },
+      })),
+    labelled,
+  };
+}
+
+async function list(api: KubeApi, path: string): Promise<Listed[]> {
+  const r = await api.call('GET', path);
+  if (r.status !== 200)
+    throw new OutriggerError(
+      r.status === 401 ? 'kube_unauthorized' : 'kube_forbidden',
+      `GET ${path} answered ${r.status}; uninstall reads what to delete, so run it as a user who may list it`,
+    );
+  return (r.body as { items?: Listed[] }).items ?? [];
+}
+
+export async function renderUninstall(flags: UninstallFlags, note: Note): Promise<string> {
+  const [m, { stringify }] = await Promise.all([import('./install-manifests.ts'), import('yaml')]);
+  const named = flags.namespaces === undefined ? [] : m.parseNamespaces(flags.namespaces);
+  const refs = await staticRefs();
+  const kubeconfig = flags.kubeconfig ?? defaultKubeconfig();
+  let found: Found;
+  if (kubeconfig) {
+    const { openKubeApi, apiVersion } = await import('./kube-api.ts');
+    const api = await openKubeApi(kubeconfig);
+    await apiVersion(api);
+    found = await inCluster(api, refs, note);
+  } else {
+    note(
+      'no kubeconfig, so this lists every object install can make, found or not: delete with kubectl delete --ignore-not-found -f -' +
+        (named.length
+          ? ''
+          : '; name the meshed namespaces with --namespaces to include their sidecar bindings'),
+    );
+    found = { refs, bindings: named.map((n) => ref(m.sidecarBinding(n))), labelled: named };
+  }
+  // The sidecar bindings go after the admission objects and before the rest.
+  const ordered = [
+    ...found.refs.filter((r) => FIRST.includes(r.kind)),
+    ...found.bindings,
+    ...found.refs.filter((r) => !FIRST.includes(r.kind)),
+  ];
+  tellLabels(found.labelled, note);
+  if (ordered.length === 0) {
+    note('nothing to delete: no object install makes is in the cluster');
+    return '';
+  }
+  return (
+    `# Outrigger control plane, listed by outrigger uninstall. Delete with: kubectl delete ${kubeconfig ? '' : '--ignore-not-found '}-f -\n` +
+    ordered.map((o) => stringify(o, { lineWidth: 0 })).join('---\n')
+  );
+}
+
+function tellLabels(labelled: string[], note: Note): void {
+  if (labelled.length === 0) return;
+  note(
+    `namespaces stay yours: after deleting, remove their injection label with\n${labelled
+      .map((ns) => `  kubectl label namespace ${ns} ${INJECTION_LABEL}-`)
+      .join(
+        '\n',
+      )}\npods injected so far keep their sidecar until they are re-created (kubectl -n NS rollout restart deployment)`,
+  );
+}
+
+export function uninstallCommand(): Command {
+  return new Command('uninstall')
+    .description(
+      'print what install made, webhook configuration first, for kubectl delete -f -; never your namespaces (the commands that remove their injection label go to stderr)',
+    )
+    .option(
+      '--namespaces <ns,...>',
+      'meshed namespaces whose sidecar bindings and label to remove when no cluster is read (with a kubeconfig they are found by their labels)',
+    )
+    .option('--kubeconfig <path>', KUBECONFIG_HELP)
+    .action(async (flags: UninstallFlags) => {
+      process.stdout.write(
+        await renderUninstall(flags, (s) => process.stderr.write(`outrigger uninstall: ${s}\n`)),
+      );
+    });
+}
