@@ -1,6 +1,7 @@
 import { errorMessage } from '../shared/errors.ts';
 import { adminBase, adminGet } from './admin-url.ts';
 import { REINSTALL, fail, pass, type CheckResult } from './check-result.ts';
+import { dataPlaneChecks } from './check-data-plane.ts';
 import { namespaceChecks, webhookRbac } from './check-namespaces.ts';
 import { certificateChecks, endpointCheck, type Webhook } from './check-webhook.ts';
 import { CONTROL_PLANE } from './control-plane.ts';
@@ -50,6 +51,7 @@ export async function runChecks(api: KubeApi, now: number): Promise<CheckResult[
     out.push(await webhookRbac(api));
   }
   out.push(...(await namespaceChecks(api, webhooks)));
+  out.push(...(await dataPlaneChecks(api)));
   return out;
 }
 

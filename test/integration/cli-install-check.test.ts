@@ -271,6 +271,54 @@ describe('install and check against a real API server', { concurrency: 1, timeou
     assert.equal(sh(`"$KUBECTL" delete clusterrolebinding too-much`).status, 0);
   });
 
+  test('check names near-miss opt-ins, pods without their sidecar, and strict pods without the issuer or trust bundle', async (t) => {
+    if (!(await clusterFor(t))) return;
+    const setup = sh(
+      [
+        `"$KUBECTL" create namespace near`,
+        `"$KUBECTL" label namespace near outrigger.dev/injection=true`,
+        `"$KUBECTL" create namespace noted`,
+        `"$KUBECTL" annotate namespace noted outrigger.dev/injection=enabled`,
+        // A pod created before its namespace opted in keeps running without a sidecar.
+        `"$KUBECTL" create namespace late`,
+        `printf 'apiVersion: v1\\nkind: Pod\\nmetadata: {name: old, namespace: late}\\nspec:\\n  containers: [{name: app, image: app}]\\n' | "$KUBECTL" apply -f -`,
+        `"$KUBECTL" label namespace late outrigger.dev/injection=enabled`,
+        `printf 'apiVersion: v1\\nkind: Pod\\nmetadata: {name: strict, namespace: shop, annotations: {outrigger.dev/mtls: strict}}\\nspec:\\n  containers: [{name: app, image: app}]\\n' | "$KUBECTL" apply -f -`,
+      ].join(' && '),
+    );
+    assert.equal(setup.status, 0, setup.stderr);
+    const r = await check();
+    assert.equal(r.status, 1, r.stdout);
+    assert.match(
+      r.stdout,
+      /\[warn\] namespace near: not opted in: label outrigger\.dev\/injection="true" is not "enabled"/,
+    );
+    assert.match(r.stdout, /fix: kubectl label namespace near outrigger\.dev\/injection=enabled --overwrite/);
+    assert.match(
+      r.stdout,
+      /\[warn\] namespace noted: not opted in: outrigger\.dev\/injection is an annotation/,
+    );
+    assert.match(r.stdout, /\[warn\] pods late: 1 of 1 pod\(s\) run without a sidecar .*: old/);
+    assert.match(r.stdout, /\[ok\] +pods shop: \d+ pod\(s\), each with its sidecar/);
+    assert.match(
+      r.stdout,
+      /\[FAIL\] strict mTLS shop: 1 pod\(s\) with outrigger\.dev\/mtls: strict, but the identity issuer outrigger-system\/outrigger-identity has no available replica/,
+    );
+    assert.match(r.stdout, /\[FAIL\] strict mTLS shop: .*ConfigMap outrigger-trust-bundle is missing/);
+    const undo = sh(
+      [
+        `"$KUBECTL" -n shop delete pod strict`,
+        `"$KUBECTL" label namespace near outrigger.dev/injection-`,
+        `"$KUBECTL" annotate namespace noted outrigger.dev/injection-`,
+        `"$KUBECTL" label namespace late outrigger.dev/injection-`,
+      ].join(' && '),
+    );
+    assert.equal(undo.status, 0, undo.stderr);
+    const after = await check();
+    assert.equal(after.status, 0, after.stdout);
+    assert.doesNotMatch(after.stdout, /namespace near|namespace noted|pods late|strict mTLS/);
+  });
+
   test('check fails for a stale caBundle and for an expired serving certificate; each fix keeps the URL', async (t) => {
     if (!(await clusterFor(t))) return;
     const now = Date.now();
