@@ -32,6 +32,12 @@ export const INJECT_ANNOTATION = 'outrigger.dev/inject';
  */
 export const TRUST_BUNDLE_CONFIGMAP = 'outrigger-trust-bundle';
 export const TRUST_BUNDLE_KEY = 'ca.crt';
+/**
+ * The name of the sidecar's mesh port on a meshed pod (the injector adds the container port). A
+ * Service port with this name and targetPort tells meshed clients which of its endpoints run a
+ * mesh listener: the EndpointSlice controller lists under it only the pods that have the port.
+ */
+export const MESH_PORT_NAME = 'outrigger-mesh';
 
 const opt = <T>(o: OptionSpec<T>): OptionSpec<T> => o;
 const a = (name: string): string => ANNOTATION_PREFIX + name;

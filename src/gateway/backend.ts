@@ -55,7 +55,7 @@ export async function planBackend(policy: BackendPolicy, backend: ServiceBackend
   const endpoints = inZone(res.service.endpoints.get(sp.name) ?? [], policy.zone);
   if (endpoints.length === 0) return fail(`service ${service} has no ready endpoints`, stale);
 
-  const { byId, ids } = indexed(endpoints, backend.namespace);
+  const { byId, ids } = indexed(endpoints, res.service);
   const balancer = policy.balancers.routed(service, ids);
   return {
     kind: 'plan',

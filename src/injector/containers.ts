@@ -1,4 +1,4 @@
-import { TRUST_BUNDLE_CONFIGMAP, TRUST_BUNDLE_KEY, type Config } from '../config/options.ts';
+import { MESH_PORT_NAME, TRUST_BUNDLE_CONFIGMAP, TRUST_BUNDLE_KEY, type Config } from '../config/options.ts';
 import type { Container, EnvVar } from './types.ts';
 
 /** Names of everything the injector adds; also how a second injection recognises the first. */
@@ -112,9 +112,7 @@ export function sidecarContainer(inputs: SidecarInputs): Container {
     ...(native ? { restartPolicy: 'Always' } : {}),
     ports: [
       { name: 'outrigger-admin', containerPort: config.adminPort, protocol: 'TCP' },
-      ...(meshOn(config)
-        ? [{ name: 'outrigger-mesh', containerPort: config.meshPort, protocol: 'TCP' }]
-        : []),
+      ...(meshOn(config) ? [{ name: MESH_PORT_NAME, containerPort: config.meshPort, protocol: 'TCP' }] : []),
     ],
     env: sidecarEnv(inputs),
     resources: {

@@ -1,6 +1,6 @@
 import { connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
-import { MESH_PEER_NAMESPACE, type Dial, type DialCallback } from '../proxy/dial.ts';
+import { MESH_NO_CERTIFICATE, MESH_PEER_NAMESPACE, type Dial, type DialCallback } from '../proxy/dial.ts';
 import type { Clock, Timer } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
 import { MESH_ALPN, sniForPort, type MeshProtocol, type MeshTls } from './mesh-tls.ts';
@@ -16,7 +16,10 @@ export interface MeshDialerOptions {
   log: Logger;
   /** Until TCP is connected (and, to the mesh port, the handshake done); then the connect fails. */
   connectTimeoutMs: number;
-  /** How long an endpoint that refused the mesh port is dialled in plaintext before trying again. */
+  /**
+   * How long an endpoint discovery knows nothing about, whose mesh port refused, is dialled in
+   * plaintext before trying again.
+   */
   notMeshedTtlMs?: number;
   maxRemembered?: number;
   /** Offer the last TLS session again (default true; benchmarks measure without). */
@@ -29,17 +32,28 @@ export interface MeshDialStats {
   resumed: number;
   plaintext: number;
   notMeshed: number;
+  /**
+   * mTLS dials that failed: refused, reset, timed out, the handshake refused, or no certificate
+   * of ours for a meshed endpoint.
+   */
+  failed: number;
   /** Handshakes refused because the server's identity is of another namespace than its Service. */
   wrongNamespace: number;
 }
 
 /**
  * Egress connections to endpoints: mutual TLS to the endpoint's mesh port when it has one, else
- * plaintext to the app port (permissive). A sidecar learns which endpoints are meshed without
- * watching Pods: it tries the mesh port, and a refused connection marks the endpoint "not meshed"
- * for a while. Only a refusal downgrades: a failed handshake or an untrusted certificate is an
- * error, never a reason to fall back to plaintext (that would let an attacker strip the TLS).
- * Without a valid certificate of its own (not issued yet, or expired) the sidecar dials plaintext.
+ * plaintext to the app port (permissive). Which endpoints have one, discovery says when their
+ * Service declares the mesh port (see meshedAddresses), without watching Pods:
+ *  - meshed: mutual TLS or nothing. A refused, reset or timed-out mesh port, a failed handshake,
+ *    or no certificate of our own yet, fails this connect (the balancer retries elsewhere);
+ *    anyone who can forge a reset must not be able to make us send the request in clear.
+ *  - not meshed (its pod has no mesh port): plaintext, without trying the mesh port.
+ *  - not known (the Service declares no mesh port, or a passthrough destination): the mesh port
+ *    is tried, and a refused connection marks the endpoint "not meshed" for a while. Only a
+ *    refusal downgrades: a reset, a failed handshake or an untrusted certificate is an error.
+ *    Without a valid certificate of its own (not issued yet, or expired) the sidecar dials
+ *    plaintext.
  *
  * ALPN says what the connection carries (HTTP/1.1, h2, or TCP for the app port), SNI which app
  * port. The last TLS session per endpoint and app port is offered again (TLS 1.3 resumption).
@@ -52,7 +66,14 @@ export class MeshDialer {
   readonly #o: MeshDialerOptions;
   readonly #notMeshed = new Map<string, number>();
   readonly #sessions: TlsSessions;
-  readonly stats: MeshDialStats = { mtls: 0, resumed: 0, plaintext: 0, notMeshed: 0, wrongNamespace: 0 };
+  readonly stats: MeshDialStats = {
+    mtls: 0,
+    resumed: 0,
+    plaintext: 0,
+    notMeshed: 0,
+    failed: 0,
+    wrongNamespace: 0,
+  };
 
   constructor(o: MeshDialerOptions) {
     this.#o = o;
@@ -62,7 +83,7 @@ export class MeshDialer {
 
   /** A dial for one protocol (the HTTP/1.1 client, the h2 session pool, TCP tunnels). */
   for(protocol: MeshProtocol): Dial {
-    return (host, port, cb, namespace) => this.#dial(host, port, cb, protocol, namespace);
+    return (host, port, cb, namespace, meshed) => this.#dial(host, port, cb, protocol, namespace, meshed);
   }
 
   #dial(
@@ -71,9 +92,12 @@ export class MeshDialer {
     cb: DialCallback,
     protocol: MeshProtocol,
     namespace: string | undefined,
+    meshed: boolean | undefined,
   ): void {
+    if (meshed === false) return this.#plain(host, port, cb);
     const context = this.#o.tls.context();
-    if (!context || this.#knownPlain(host)) return this.#plain(host, port, cb);
+    if (!context && meshed) return this.#fail(cb, noCertificate(host));
+    if (!context || (meshed === undefined && this.#knownPlain(host))) return this.#plain(host, port, cb);
     let secured = false;
     const timer = this.#timeout(() => socket);
     const servername = sniForPort(port);
@@ -101,7 +125,8 @@ export class MeshDialer {
       // A listener that predates ALPN answers none: fine for HTTP/1.1, never for anything else.
       if (protocol !== MESH_ALPN.http1 && socket.alpnProtocol !== protocol) {
         socket.destroy();
-        return cb(
+        return this.#fail(
+          cb,
           Object.assign(new Error(`mesh peer ${host} does not accept ${protocol}`), { code: 'EPROTO' }),
         );
       }
@@ -116,10 +141,15 @@ export class MeshDialer {
       socket.destroy();
       this.#sessions.delete(key);
       if (e.code === MESH_PEER_NAMESPACE) this.#refused(e);
-      if (e.code !== 'ECONNREFUSED') return cb(e);
+      if (meshed || e.code !== 'ECONNREFUSED') return this.#fail(cb, e);
       this.#markPlain(host);
       this.#plain(host, port, cb);
     });
+  }
+
+  #fail(cb: DialCallback, e: NodeJS.ErrnoException): void {
+    this.stats.failed++;
+    cb(e);
   }
 
   #refused(e: Error): void {
@@ -169,3 +199,8 @@ export class MeshDialer {
     this.#o.log.debug('endpoint has no mesh listener; plaintext for a while', { host });
   }
 }
+
+const noCertificate = (host: string): NodeJS.ErrnoException =>
+  Object.assign(new Error(`no mesh certificate yet for the meshed endpoint ${host}`), {
+    code: MESH_NO_CERTIFICATE,
+  });

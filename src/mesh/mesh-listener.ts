@@ -110,6 +110,9 @@ export class MeshListener {
       requestCert: true,
       rejectUnauthorized: true,
       minVersion: 'TLSv1.3',
+      // Counted from the connection, not reset by bytes: a caller that connects and never (or only
+      // slowly) finishes its handshake holds a descriptor for no longer than one slow request would.
+      handshakeTimeout: o.limits.headersTimeoutMs,
       sessionTimeout: lifetime,
       ALPNProtocols: [
         ...(h.onStream ? [MESH_ALPN.h2] : []),
@@ -126,7 +129,9 @@ export class MeshListener {
     this.#ticketLifetimeMs = lifetime * 1000;
     o.tls.onChange(() => this.#rotateTickets());
     this.#tls.on('secureConnection', (socket) => this.#accept(socket));
-    this.#tls.on('tlsClientError', (e) => {
+    // Node reports a failed or timed-out handshake but leaves its socket open.
+    this.#tls.on('tlsClientError', (e, socket) => {
+      socket.destroy();
       this.stats.handshakeFailures++;
       o.log.debug('mesh handshake failed', { reason: e.message });
     });

@@ -1,5 +1,7 @@
 import { isIP } from 'node:net';
 import type { Balancers, Outcome, ServiceBalancer } from '../balance/balancer.ts';
+import { MESH_PORT_NAME } from '../config/options.ts';
+import type { ServiceInfo } from '../discovery/types.ts';
 import type { AffinityTable } from '../routing/affinity.ts';
 import type { Destination as RouteDestination, Route, Router } from '../routing/router.ts';
 import type { Destination } from './capture-port.ts';
@@ -130,7 +132,7 @@ function decideWith(
       service: serviceKey,
       stale: route.stale,
     };
-  const { byId, ids } = indexed(endpoints, service.key.namespace);
+  const { byId, ids } = indexed(endpoints, service);
   const balancer = policy.balancers.routed(serviceKey, ids);
   // Last-known-good rule 4: stale endpoints that all keep failing give way to the cluster's own path.
   if (route.stale && original && balancer.allEjected(ids))
@@ -246,29 +248,51 @@ export function balancedAttempts(
 interface EndpointIndex {
   byId: ReadonlyMap<string, Upstream>;
   ids: readonly string[];
+  service: ServiceInfo;
 }
 
 /**
  * The upstreams of an endpoint list, built once per list: discovery hands out the same array until
  * the Service's endpoints change, so a request does not rebuild them. A list belongs to one
- * Service, so its namespace (which a meshed endpoint's identity must be of) is the same on every
- * call.
+ * Service, whose namespace a meshed endpoint's identity must be of, and whose mesh port says
+ * which endpoints are meshed.
  */
 const indexes = new WeakMap<EndpointList, EndpointIndex>();
 
-export function indexed(endpoints: EndpointList, namespace: string): EndpointIndex {
+export function indexed(endpoints: EndpointList, service: ServiceInfo): EndpointIndex {
   let index = indexes.get(endpoints);
-  if (!index) {
+  if (index?.service !== service) {
+    const namespace = service.key.namespace;
+    const meshed = meshedAddresses(service);
     const byId = new Map<string, Upstream>();
     for (const e of endpoints) {
       const id = endpointId(e.address, e.port);
-      const up = { id, host: e.address, port: e.port, namespace, poolKey: `${id} ${namespace}` };
+      const up: Upstream = { id, host: e.address, port: e.port, namespace, poolKey: `${id} ${namespace}` };
+      if (meshed) {
+        up.meshed = meshed.has(e.address);
+        up.poolKey += up.meshed ? ' mtls' : ' plain';
+      }
       byId.set(up.id, up);
     }
-    index = { byId, ids: [...byId.keys()] };
+    index = { byId, ids: [...byId.keys()], service };
     indexes.set(endpoints, index);
   }
   return index;
+}
+
+/**
+ * The addresses of a Service's endpoints that run a mesh listener, when the Service says so: a
+ * Service port named like the sidecar's mesh port, targeting that named port, is resolved by the
+ * EndpointSlice controller for each pod, so it lists exactly the pods that have the port (the
+ * injected ones). Decided by the control plane, never by how a connection attempt fails.
+ * Nothing is known (undefined) without such a port, or when it lists no endpoint at all: a
+ * targetPort that names no port, or a controller too old to resolve a native sidecar's port,
+ * must not turn every endpoint into a plaintext one.
+ */
+export function meshedAddresses(service: ServiceInfo): ReadonlySet<string> | undefined {
+  const listed = service.endpoints.get(MESH_PORT_NAME);
+  if (!listed?.length || !service.ports.some((p) => p.name === MESH_PORT_NAME)) return undefined;
+  return new Set(listed.map((e) => e.address));
 }
 
 function single(policy: EgressPolicy, target: Destination, service?: string, stale = false): Decision {

@@ -22,7 +22,9 @@ export interface Upstream {
   port: number;
   /** The namespace of the Service this endpoint belongs to (see Dial); none for passthrough. */
   namespace?: string;
-  /** `id` and `namespace` in one string, made once per endpoint list (the HTTP/1.1 pools' key). */
+  /** Whether discovery lists this endpoint as running a mesh listener (see Dial); unknown if unset. */
+  meshed?: boolean;
+  /** `id`, `namespace` and `meshed` in one string, made once per endpoint list (the HTTP/1.1 pools' key). */
   poolKey?: string;
 }
 

@@ -49,7 +49,7 @@ function connectOnce(
   up: Upstream,
   dial: Dial,
 ): Promise<{ ok: true; socket: Socket } | { ok: false; timedOut: boolean; detail: string }> {
-  const open = (cb: DialCallback): void => dial(up.host, up.port, cb, up.namespace);
+  const open = (cb: DialCallback): void => dial(up.host, up.port, cb, up.namespace, up.meshed);
   return new Promise((resolve) =>
     open((err, socket) => {
       if (socket && !err) return resolve({ ok: true, socket });

@@ -1,10 +1,9 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { LRUCache } from 'lru-cache';
-import type { Socket } from 'node:net';
 import { Pool, type buildConnector, type Dispatcher } from 'undici';
 import type { Clock, Timer } from '../shared/clock.ts';
-import { MESH_PEER_NAMESPACE } from './dial.ts';
+import { MESH_NO_CERTIFICATE, MESH_PEER_NAMESPACE, type Dial } from './dial.ts';
 import { stripHopByHop } from './headers.ts';
 
 /**
@@ -30,12 +29,7 @@ export interface UpstreamClientOptions {
    * Opens upstream connections instead of undici's connector (mutual TLS to meshed endpoints): the
    * callback gets a connected socket, or the connect error; it must always be called.
    */
-  dial?: (
-    host: string,
-    port: number,
-    cb: (err: Error | null, socket?: Socket) => void,
-    namespace?: string,
-  ) => void;
+  dial?: Dial;
 }
 
 export interface Endpoint {
@@ -45,10 +39,13 @@ export interface Endpoint {
   id?: string;
   /** The endpoint's Service namespace, which a meshed server's identity must be of (see Dial). */
   namespace?: string;
+  /** Whether discovery lists the endpoint as running a mesh listener (see Dial). */
+  meshed?: boolean;
   /**
-   * A stable name of the endpoint and its namespace, when the caller has one: a pool's connector
-   * checks one namespace, so an address also listed by a Service of another namespace (a reused
-   * pod IP), or dialled as a passthrough destination, gets a pool of its own.
+   * A stable name of the endpoint, its namespace and whether it is meshed, when the caller has
+   * one: a pool's connector checks one namespace and dials one way, so an address also listed by a
+   * Service of another namespace (a reused pod IP), dialled as a passthrough destination, or newly
+   * listed as meshed, gets a pool of its own.
    */
   poolKey?: string;
 }
@@ -92,6 +89,7 @@ const CONNECT_ERRORS = new Set([
   'EPIPE',
   'UND_ERR_CONNECT_TIMEOUT',
   MESH_PEER_NAMESPACE,
+  MESH_NO_CERTIFICATE,
 ]);
 
 export class UpstreamClient {
@@ -133,6 +131,7 @@ export class UpstreamClient {
         (err, socket) =>
           !err && socket ? cb(null, socket) : cb(err ?? new Error('dial gave no socket'), null),
         up.namespace,
+        up.meshed,
       );
   }
 

@@ -68,6 +68,8 @@ interface Entry {
   abort?: (e: H2OpenError) => void;
   /** The namespace the dial checked the server for: only streams of that namespace use it. */
   namespace: string | undefined;
+  /** What discovery said of the endpoint's mesh listener when it was dialled (see Dial). */
+  meshed: boolean | undefined;
 }
 
 export class H2SessionPool {
@@ -148,7 +150,7 @@ export class H2SessionPool {
     if (this.#closed) throw new H2OpenError('connect', 'the proxy is shutting down');
     const list = this.#byEndpoint.get(up.id) ?? [];
     for (const entry of list) {
-      if (entry.draining || entry.namespace !== up.namespace) continue;
+      if (entry.draining || entry.namespace !== up.namespace || entry.meshed !== up.meshed) continue;
       const session = await entry.ready.catch(() => undefined);
       if (session && !entry.draining && !session.destroyed && entry.active < limitOf(session)) {
         entry.active++;
@@ -167,7 +169,12 @@ export class H2SessionPool {
   }
 
   #open(up: Upstream): Entry {
-    const pending: Omit<Entry, 'ready'> = { active: 0, draining: false, namespace: up.namespace };
+    const pending: Omit<Entry, 'ready'> = {
+      active: 0,
+      draining: false,
+      namespace: up.namespace,
+      meshed: up.meshed,
+    };
     const entry: Entry = Object.assign(pending, { ready: this.#connect(up, pending) });
     const list = this.#byEndpoint.get(up.id) ?? [];
     list.push(entry);
@@ -197,7 +204,7 @@ export class H2SessionPool {
       const timer = this.#o.clock.setTimer(this.#o.connectTimeoutMs, () =>
         fail(new H2OpenError('connect', `timed out after ${this.#o.connectTimeoutMs} ms`, true)),
       );
-      const dial = (cb: DialCallback): void => this.#dial(up.host, up.port, cb, up.namespace);
+      const dial = (cb: DialCallback): void => this.#dial(up.host, up.port, cb, up.namespace, up.meshed);
       dial((err, socket) => {
         if (failed || this.#closed || err || !socket) {
           socket?.destroy();

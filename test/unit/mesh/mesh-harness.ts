@@ -2,6 +2,7 @@ import { createServer as createHttpServer, type Server } from 'node:http';
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import type { AllowRule } from '../../../src/config/parse.ts';
 import type { MeshTls } from '../../../src/mesh/mesh-tls.ts';
+import type { ServerLimits } from '../../../src/proxy/server.ts';
 import { meshWiring, type MeshWiring } from '../../../src/mesh/wiring.ts';
 import { systemClock } from '../../../src/shared/clock.ts';
 import { createLogger } from '../../../src/shared/log.ts';
@@ -71,6 +72,8 @@ export async function meshedSidecar(
     mode?: 'permissive' | 'strict';
     /** Adjusts the wiring (a loopback test cannot come from another pod's address). */
     wrap?: (w: MeshWiring) => MeshWiring;
+    /** The listeners' limits (the mesh listener's handshake timeout is headersTimeoutMs). */
+    limits?: Partial<ServerLimits>;
   },
 ) {
   const built = meshWiring({
@@ -88,7 +91,11 @@ export async function meshedSidecar(
   const wiring = o.wrap ? o.wrap(built) : built;
   const p = await startProxy(
     { appPorts: o.appPorts ?? [] },
-    { hosts: { egress: o.host, ingress: o.host, admin: o.host, app: o.host }, mesh: wiring },
+    {
+      hosts: { egress: o.host, ingress: o.host, admin: o.host, app: o.host },
+      mesh: wiring,
+      ...(o.limits ? { limits: o.limits } : {}),
+    },
   );
   t.after(() => p.close());
   return { ...p, wiring, meshPort: p.mesh ?? 0 };

@@ -127,6 +127,7 @@ test('TCP to a destination that is no Service endpoint stays plaintext, without 
     resumed: 0,
     plaintext: 0,
     notMeshed: 0,
+    failed: 0,
     wrongNamespace: 0,
   });
 });
