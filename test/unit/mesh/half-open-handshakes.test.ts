@@ -57,7 +57,6 @@ test('the mesh port closes connections that never finish the TLS handshake; mTLS
   const appPort = await app('127.0.0.2', t);
   const server = await meshedSidecar(t, {
     host: '127.0.0.2',
-    meshPort: 0,
     tls: new MeshTls(fixedSources(await credentialsFor(ca, API), ca.trustBundle), TD),
     appPorts: [appPort],
     limits: { headersTimeoutMs: 300 },
@@ -90,7 +89,7 @@ test('the mesh port closes connections that never finish the TLS handshake; mTLS
   // A real meshed caller is unaffected: its handshake finishes well within the deadline.
   const client = await meshedSidecar(t, {
     host: '127.0.0.1',
-    meshPort,
+    peerPort: meshPort,
     tls: new MeshTls(fixedSources(await credentialsFor(ca, WEB), ca.trustBundle), TD),
   });
   client.resolver.set(service('shop', 'api', { eps: { http: [ep('127.0.0.2', appPort)] } }));

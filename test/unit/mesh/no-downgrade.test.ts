@@ -72,7 +72,7 @@ test('a meshed endpoint whose mesh port resets or refuses gets no plaintext: the
   const refused = await recordingApp('127.0.0.4', t);
   const client = await meshedSidecar(t, {
     host: '127.0.0.1',
-    meshPort,
+    peerPort: meshPort,
     tls: new MeshTls(fixedSources(await credentialsFor(ca, WEB), ca.trustBundle), TD),
   });
   client.resolver.set(declared('reset', meshPort, [ep('127.0.0.3', reset.port)]));
@@ -118,7 +118,6 @@ test('a failed mesh port is a connect failure: the request goes to another meshe
   const apiPort = await app('127.0.0.2', t);
   const server = await meshedSidecar(t, {
     host: '127.0.0.2',
-    meshPort: 0,
     tls: new MeshTls(fixedSources(await credentialsFor(ca, API), ca.trustBundle), TD),
     appPorts: [apiPort],
   });
@@ -128,7 +127,7 @@ test('a failed mesh port is a connect failure: the request goes to another meshe
   const down = await recordingApp('127.0.0.4', t);
   const client = await meshedSidecar(t, {
     host: '127.0.0.1',
-    meshPort,
+    peerPort: meshPort,
     tls: new MeshTls(fixedSources(await credentialsFor(ca, WEB), ca.trustBundle), TD),
   });
   client.resolver.set(declared('api', meshPort, [ep('127.0.0.2', apiPort), ep('127.0.0.4', down.port)]));
@@ -150,7 +149,7 @@ test('an endpoint its Service lists without the mesh port is dialled in plaintex
   const legacy = await recordingApp('127.0.0.5', t);
   const client = await meshedSidecar(t, {
     host: '127.0.0.1',
-    meshPort,
+    peerPort: meshPort,
     tls: new MeshTls(fixedSources(await credentialsFor(ca, WEB), ca.trustBundle), TD),
   });
   client.resolver.set(
@@ -174,7 +173,7 @@ test('a sidecar without a certificate yet does not dial a meshed endpoint in pla
   const app = await recordingApp('127.0.0.3', t);
   const client = await meshedSidecar(t, {
     host: '127.0.0.1',
-    meshPort,
+    peerPort: meshPort,
     tls: new MeshTls(fixedSources(undefined, ca.trustBundle), TD),
   });
   client.resolver.set(declared('api', meshPort, [ep('127.0.0.3', app.port)]));
@@ -191,7 +190,7 @@ test('a connection opened in plaintext is not reused once the Service lists its 
   const app = await recordingApp('127.0.0.4', t);
   const client = await meshedSidecar(t, {
     host: '127.0.0.1',
-    meshPort,
+    peerPort: meshPort,
     tls: new MeshTls(fixedSources(await credentialsFor(ca, WEB), ca.trustBundle), TD),
   });
   // Not declared yet: the refused mesh port means plaintext, on a kept-alive connection.
