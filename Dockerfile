@@ -39,9 +39,11 @@ WORKDIR /app
 ENV NODE_ENV=production
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /src/dist ./dist
-# package.json marks dist/ as ES modules; proto/ holds the snapshot schema loaded at run time.
+# package.json marks dist/ as ES modules; proto/ holds the snapshot schema loaded at run time;
+# manifests/ is what `outrigger install` prints and `outrigger demo` routes by.
 COPY package.json ./
 COPY proto ./proto
+COPY manifests ./manifests
 COPY bin ./bin
 # The sidecar's UID: the injected securityContext and the iptables owner match use the same number
 # (option proxyUid); the init container overrides it with root for iptables.
