@@ -5,7 +5,10 @@
 # filesystem (nothing is written outside the volumes the injector mounts).
 #
 #   docker build -t ghcr.io/outrigger-mesh/outrigger:0.1.0 .
+#   scripts/build-image      (no registry needed: makes NODE_IMAGE from Debian packages and npm)
 #
+# NODE_IMAGE is only the build stages' base: the image itself starts FROM scratch and holds node,
+# iptables and the shared libraries they load (see scripts/image-rootfs), not a Debian system.
 # Pin NODE_IMAGE by digest in a release pipeline; the tag keeps this file readable.
 ARG NODE_IMAGE=node:24.21.0-slim
 
@@ -19,30 +22,47 @@ RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 # Called by path: node_modules/.bin/node is the devDependency's shim, which --ignore-scripts leaves unset.
-RUN node node_modules/typescript/bin/tsc -p tsconfig.build.json
+RUN node node_modules/typescript/bin/tsc -p tsconfig.build.json --outDir /app/dist
+# The application's own files, gathered here to become one layer. package.json marks dist/ as ES
+# modules; proto/ holds the snapshot schema loaded at run time; manifests/ is what `outrigger
+# install` prints and `outrigger demo` routes by.
+COPY package.json /app/
+COPY proto /app/proto
+COPY manifests /app/manifests
+COPY bin /app/bin
 
 FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && rm -rf /root/.npm
+# Files Node never loads: type declarations and TypeScript sources (Node refuses to strip types
+# under node_modules), source maps (the ENTRYPOINT does not enable them), documentation, C/C++
+# sources of prebuilt addons, Bare-runtime prebuilds and packages' test folders. Licences stay.
+RUN find node_modules -type f \( -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' \
+    -o -name '*.ts' -o -name '*.mts' -o -name '*.cts' -o -name '*.map' -o -name '*.bare' \
+    -o -name '*.c' -o -name '*.cc' -o -name '*.cpp' -o -name '*.h' -o -name '*.hh' -o -name '*.hpp' \
+    -o \( -iname '*.md' ! -iname 'licen[cs]e*' ! -iname 'notice*' \) \) -delete \
+  && find node_modules -maxdepth 3 -type d -regextype posix-extended \
+    -regex 'node_modules/([^@/][^/]*|@[^/]+/[^/]+)/(test|tests|__tests__)' -prune -exec rm -rf {} + \
+  && find node_modules -type d -empty -delete
 
-FROM ${NODE_IMAGE}
-# iptables (with iptables-restore) for the init step. npm, npx, corepack and yarn are removed:
-# nothing runs them, and every binary in a sidecar image ships into every pod.
+FROM ${NODE_IMAGE} AS system
+# iptables (with iptables-restore) for the init step, ca-certificates for the CA bundle, binutils
+# for strip. Only what scripts/image-rootfs copies out of this stage ships.
 RUN apt-get update \
-  && apt-get install -y --no-install-recommends iptables \
-  && rm -rf /var/lib/apt/lists/* \
-  && rm -rf /usr/local/lib/node_modules/npm /usr/local/lib/node_modules/corepack \
-    /usr/local/bin/npm /usr/local/bin/npx /usr/local/bin/corepack /opt/yarn-* \
-    /usr/local/bin/yarn /usr/local/bin/yarnpkg
+  && apt-get install -y --no-install-recommends iptables ca-certificates binutils \
+  && rm -rf /var/lib/apt/lists/*
+COPY scripts/image-rootfs /usr/local/sbin/image-rootfs
+RUN image-rootfs /rootfs
+
+# Three layers, from the least to the most often changed: the system (node, iptables, libraries),
+# the production dependencies, the application.
+FROM scratch
+COPY --from=system /rootfs/ /
+COPY --from=deps /app/node_modules /app/node_modules
+COPY --from=build /app/ /app/
+ENV PATH=/usr/local/bin:/usr/sbin:/usr/bin NODE_ENV=production
 WORKDIR /app
-ENV NODE_ENV=production
-COPY --from=deps /app/node_modules ./node_modules
-COPY --from=build /src/dist ./dist
-# package.json marks dist/ as ES modules; proto/ holds the snapshot schema loaded at run time.
-COPY package.json ./
-COPY proto ./proto
-COPY bin ./bin
 # The sidecar's UID: the injected securityContext and the iptables owner match use the same number
 # (option proxyUid); the init container overrides it with root for iptables.
 USER 2102:2102

@@ -1,10 +1,11 @@
 // The container image, without a container engine: the Dockerfile's runtime stage is `dist/` from
 // `tsc -p tsconfig.build.json`, the production dependencies only (`npm ci --omit=dev`),
-// package.json, proto/ and bin/, started as `node --max-semi-space-size=4 /app/dist/main.js`. This
-// test lays out the same tree from the installed packages (npm's own list of the production tree,
-// no network) and checks that every role starts from it, that a sidecar routes a request, that the
-// snapshot schema resolves, that nothing is written into the tree (read-only root filesystem), and
-// that no test-only code (fakes) ships.
+// package.json, proto/, manifests/ and bin/, started as
+// `node --max-semi-space-size=4 /app/dist/main.js`. This test lays out the same tree from the
+// installed packages (npm's own list of the production tree, no network) and checks that every
+// role starts from it, that a sidecar routes a request, that the snapshot schema resolves, that
+// nothing is written into the tree (read-only root filesystem), and that no test-only code (fakes)
+// ships. The built image itself is tested by test/image/ (scripts/build-image --test).
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -70,7 +71,7 @@ before(() => {
       filter: (src) => src === dir || path.relative(dir, src).split(path.sep)[0] !== 'node_modules',
     });
   }
-  for (const f of ['package.json', 'proto', 'bin'])
+  for (const f of ['package.json', 'proto', 'manifests', 'bin'])
     cpSync(path.join(repo, f), path.join(app, f), { recursive: true });
 });
 
@@ -122,7 +123,7 @@ test('no test-only code ships: no fake, and every module in dist/ is reachable f
   assert.ok(reached.size > 50, `the import walk found the modules (${reached.size})`);
 });
 
-test('every role starts from the runtime tree: proxy, webhook, gateway, the iptables init step, inject', () => {
+test('every role starts from the runtime tree: proxy, webhook, gateway, the iptables init step, inject, install', () => {
   for (const cmd of [
     ['--help'],
     ['proxy', '--help'],
@@ -144,6 +145,10 @@ test('every role starts from the runtime tree: proxy, webhook, gateway, the ipta
   const injected = run(['inject', '-f', manifest]);
   assert.equal(injected.status, 0, injected.out);
   assert.match(injected.out, /outrigger/);
+  // install prints the control plane from manifests/, which the image therefore carries.
+  const install = run(['install', '--image', 'registry.example/outrigger:1', '--namespaces', 'shop']);
+  assert.equal(install.status, 0, install.out);
+  assert.match(install.out, /kind: MutatingWebhookConfiguration/);
 });
 
 test('a sidecar from the runtime tree routes a request and writes nothing into the tree', async (t) => {
