@@ -105,7 +105,11 @@ export function createLimitedServer(
   if (streams.connect) server.on('connect', checked(streams.connect));
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
     const code = err.code ?? '';
-    if (code === 'ECONNRESET' || !socket.writable) {
+    // Node's headers timeout also runs on a connection that has not sent a byte (a client's spare
+    // pooled connection): no request was refused, so none is answered or counted (nginx closes
+    // such a connection silently too).
+    const silent = code === 'ERR_HTTP_REQUEST_TIMEOUT' && socket.bytesRead === 0;
+    if (code === 'ECONNRESET' || !socket.writable || silent) {
       socket.destroy();
       return;
     }
