@@ -13,8 +13,8 @@ import type { AttemptResult, AttemptSpec, UpstreamClient } from './upstream-clie
 /**
  * Forwards one HTTP request, trying endpoints one after another where that is safe: after a failed
  * connect (no byte reached the upstream) and, for idempotent requests without a body, after a
- * configured status. Retries draw on a budget. HTTP/1.1 requests go through the undici-based
- * UpstreamClient; http-proxy keeps the WebSocket/Upgrade path.
+ * connection closed under the request or a configured status. Retries draw on a budget. HTTP/1.1
+ * requests go through the undici-based UpstreamClient; http-proxy keeps the WebSocket/Upgrade path.
  */
 export interface Upstream {
   id: string;
@@ -256,8 +256,10 @@ class ForwardCall implements AttemptSpec {
         feedback('connect_failure');
         if (this.#bodiless || this.#replay?.replayable) return this.next();
         return this.#fail('upstream_failed', `connect to ${up.host}:${up.port} failed: ${r.message}`);
-      case 'reset_reused':
+      case 'reset':
         feedback('cancelled');
+        // RFC 9110 section 9.2.2: an idempotent request may be repeated when its connection closed
+        // before any response; one with a body may have been acted on, and its body is gone.
         if (this.#bodiless && IDEMPOTENT.has(this.method)) return this.next();
         return this.#fail('upstream_failed', `upstream ${up.host}:${up.port} reset: ${r.message}`);
       case 'timeout':

@@ -20,11 +20,14 @@ const CONNECT_ERRORS = new Set([
   MESH_PEER_NAMESPACE,
 ]);
 
+/** Errors of a connection that closed or was reset under a request, before any response. */
+const RESET_ERRORS = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE']);
+
 /**
  * One attempt: decides its outcome from undici's callbacks and, once the response is taken, copies
  * it into the ServerResponse (status, headers without hop-by-hop ones, body with backpressure,
  * trailers). An error before the response is classified for the retry logic: a failed connect, a
- * reset of a reused connection, a timeout, or any other failure.
+ * connection closed or reset before any response, a timeout, or any other failure.
  */
 export class ResponseWriter implements Dispatcher.DispatchHandler {
   readonly #res: ServerResponse;
@@ -161,7 +164,7 @@ export class ResponseWriter implements Dispatcher.DispatchHandler {
     this.#done(this.#classify(err));
   }
 
-  #classify(err: NodeJS.ErrnoException & { socket?: { bytesRead?: number } }): AttemptResult {
+  #classify(err: NodeJS.ErrnoException): AttemptResult {
     const code = err.code ?? '';
     const message = code || err.message || 'error';
     if (code === 'UND_ERR_HEADERS_TIMEOUT')
@@ -174,11 +177,12 @@ export class ResponseWriter implements Dispatcher.DispatchHandler {
         message: timedOut ? `${this.#o.connectTimeoutMs} ms` : message,
       };
     }
-    // A connection that already carried a response and is closed under the next request: the
-    // classic race with a server closing an idle keep-alive connection.
-    const reused = (err.socket?.bytesRead ?? 0) > 0;
-    if (reused && (code === 'UND_ERR_SOCKET' || code === 'ECONNRESET' || code === 'EPIPE'))
-      return { kind: 'reset_reused', message: `reset before any response (${message})` };
+    // The request reached a connection that closed under it before any response: a server closing
+    // an idle keep-alive connection as the request arrives, or an endpoint that died with requests
+    // in flight. Whether the request was processed is unknown (the caller decides what to retry).
+    // (undici gives a broken response, 'bad response' or 'bad upgrade', the same code as a close.)
+    if (RESET_ERRORS.has(code) && !err.message.startsWith('bad '))
+      return { kind: 'reset', message: `reset before any response (${message})` };
     return { kind: 'failed', message };
   }
 }

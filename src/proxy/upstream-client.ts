@@ -56,7 +56,7 @@ export type AttemptResult =
   | { kind: 'response'; status: number }
   | { kind: 'retry_status'; status: number }
   | { kind: 'connect_failure'; timedOut: boolean; message: string }
-  | { kind: 'reset_reused'; message: string }
+  | { kind: 'reset'; message: string }
   | { kind: 'timeout'; message: string }
   | { kind: 'failed'; message: string }
   | { kind: 'client_gone' };
