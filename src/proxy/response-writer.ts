@@ -112,7 +112,9 @@ export class ResponseWriter implements Dispatcher.DispatchHandler {
     headers: IncomingHttpHeaders,
     statusMessage?: string,
   ): void {
-    if (this.#settled) return;
+    // An interim response (102, 103 Early Hints) is not the answer: written as one, it took the
+    // place of the final response, which was then lost. It is dropped; the final one follows.
+    if (this.#settled || status < 200) return;
     if (this.#spec.retryStatus(status)) {
       this.#mode = 'drain';
       this.#done({ kind: 'retry_status', status });
