@@ -181,7 +181,7 @@ class ForwardCall implements AttemptSpec {
     if (this.headers.expect !== undefined) delete this.headers.expect;
     this.#bodiless = requestFraming(req).kind === 'none';
     // A body is kept (bounded) only where a second attempt is possible.
-    this.#replay = !this.#bodiless && plan.maxAttempts > 1 ? new BodyReplay(req) : undefined;
+    this.#replay = this.#bodiless ? undefined : new BodyReplay(req, plan.maxAttempts > 1 ? undefined : 0);
     this.#statusRetryable = this.#bodiless && IDEMPOTENT.has(this.method) && plan.retryStatuses.size > 0;
   }
 
@@ -211,7 +211,7 @@ class ForwardCall implements AttemptSpec {
     this.#hop.setEndpoint(up.host, up.port);
     this.#feedback = plan.start(up);
     this.#hop.inject(this.headers);
-    this.body = this.#bodiless ? null : (this.#replay?.attempt() ?? this.#req);
+    this.body = this.#replay?.attempt() ?? null;
     this.#client.attempt(up, this, this.#res);
   }
 
@@ -242,7 +242,7 @@ class ForwardCall implements AttemptSpec {
     if (r.kind !== 'response' && this.#res.writableEnded) {
       // The listener answered meanwhile (an upload that went idle: 408); that answer stands.
       feedback('cancelled');
-      return this.#resolve(answered(this.#res));
+      return this.#end(answered(this.#res));
     }
     switch (r.kind) {
       case 'response':
@@ -276,12 +276,18 @@ class ForwardCall implements AttemptSpec {
 
   #gone(): void {
     this.#res.destroy();
-    this.#resolve({ status: 0, errorMessage: 'client went away' });
+    this.#end({ status: 0, errorMessage: 'client went away' });
   }
 
   /** The response taken in settled() is complete, or was cut. */
   finished(): void {
-    this.#resolve({ status: this.#status });
+    this.#end({ status: this.#status });
+  }
+
+  /** The exchange is over: what is left of the request body goes to no attempt. */
+  #end(r: ForwardResult): void {
+    this.#replay?.discard();
+    this.#resolve(r);
   }
 
   #exhausted(): void {
@@ -297,7 +303,7 @@ class ForwardCall implements AttemptSpec {
   }
 
   #fail(code: ProxyErrorCode, message: string): void {
-    this.#resolve({ status: sendError(this.#res, code, message), errorCode: code, errorMessage: message });
+    this.#end({ status: sendError(this.#res, code, message), errorCode: code, errorMessage: message });
   }
 }
 

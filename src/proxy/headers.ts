@@ -126,3 +126,11 @@ export function toOriginForm(req: IncomingMessage): { absolute?: URL } | { error
   req.url = (u.pathname || '/') + u.search;
   return { absolute: u };
 }
+
+/**
+ * The request has a body that has not been read whole (by the parser): an answer now comes
+ * before the end of the request, and the connection cannot carry another one after it.
+ */
+export function bodyUnread(req: IncomingMessage | undefined): boolean {
+  return req !== undefined && !req.complete && requestFraming(req).kind !== 'none';
+}

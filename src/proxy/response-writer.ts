@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { Timer } from '../shared/clock.ts';
 import { MESH_PEER_NAMESPACE } from './dial.ts';
-import { stripHopByHop } from './headers.ts';
+import { bodyUnread, stripHopByHop } from './headers.ts';
 import type { AttemptResult, AttemptSpec, UpstreamClientOptions } from './upstream-client.ts';
 
 /** Errors that mean nothing reached the upstream: the connection never opened. */
@@ -121,8 +121,12 @@ export class ResponseWriter implements Dispatcher.DispatchHandler {
       return;
     }
     const res = this.#res;
+    const out = stripHopByHop(headers);
+    // An answer before the whole request body (a 401 to an upload): the rest of the body is not
+    // read, so this connection cannot carry another request (the listener closes it after).
+    if (bodyUnread(res.req)) out.connection = 'close';
     try {
-      res.writeHead(status, statusMessage, stripHopByHop(headers));
+      res.writeHead(status, statusMessage, out);
     } catch {
       // An upstream header Node refuses to write (invalid characters): fail the response, not the process.
       this.#mode = 'forward';

@@ -2,8 +2,9 @@ import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { LRUCache } from 'lru-cache';
 import type { Socket } from 'node:net';
-import { Pool, type buildConnector } from 'undici';
+import { buildConnector, Pool } from 'undici';
 import type { Clock } from '../shared/clock.ts';
+import { keepReadingAfterWriteError } from './dial.ts';
 import { ResponseWriter } from './response-writer.ts';
 
 /**
@@ -35,6 +36,17 @@ export interface UpstreamClientOptions {
     cb: (err: Error | null, socket?: Socket) => void,
     namespace?: string,
   ) => void;
+}
+
+type Dial = NonNullable<UpstreamClientOptions['dial']>;
+
+/** undici's own TCP connector (its connect timeout, keep-alive and no-delay), as a Dial. */
+function plainDial(connectTimeoutMs: number): Dial {
+  const connect = buildConnector({ timeout: connectTimeoutMs });
+  return (host, port, cb) =>
+    connect({ hostname: host, protocol: 'http:', port: String(port) }, (err, socket) =>
+      err || !socket ? cb(err ?? new Error('connect gave no socket')) : cb(null, socket),
+    );
 }
 
 export interface Endpoint {
@@ -81,9 +93,22 @@ export interface AttemptSpec {
 export class UpstreamClient {
   readonly #o: UpstreamClientOptions;
   readonly #pools: LRUCache<string, Pool>;
+  /** Opens every upstream connection; its sockets keep reading after a failed write. */
+  readonly #open: Dial;
 
   constructor(o: UpstreamClientOptions) {
     this.#o = o;
+    const open = o.dial ?? plainDial(o.connectTimeoutMs);
+    this.#open = (host, port, cb, namespace) =>
+      open(
+        host,
+        port,
+        (err, socket) => {
+          if (!err && socket) keepReadingAfterWriteError(socket);
+          cb(err, socket);
+        },
+        namespace,
+      );
     this.#pools = new LRUCache({
       max: o.maxPools ?? 1_000,
       dispose: (pool) => void pool.destroy().catch(() => {}),
@@ -109,9 +134,8 @@ export class UpstreamClient {
   }
 
   #connector(up: Endpoint): buildConnector.connector {
-    const dial = this.#o.dial;
     return (_opts, cb) =>
-      dial?.(
+      this.#open(
         up.host,
         up.port,
         (err, socket) =>
@@ -135,7 +159,7 @@ export class UpstreamClient {
         keepAliveTimeout: idle,
         // A server's Keep-Alive hint may shorten the idle time, never lengthen it.
         keepAliveMaxTimeout: idle,
-        ...(this.#o.dial ? { connect: this.#connector(up) } : {}),
+        connect: this.#connector(up),
       });
       this.#pools.set(key, pool);
     }
