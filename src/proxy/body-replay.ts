@@ -15,6 +15,7 @@ export class BodyReplay {
   readonly #limit: number;
   #chunks: Buffer[] = [];
   #size = 0;
+  #received = 0;
   #recording = true;
   #overflow = false;
   #ended = false;
@@ -25,6 +26,7 @@ export class BodyReplay {
     this.#req = req;
     this.#limit = limit;
     req.on('data', (chunk: Buffer) => {
+      this.#received += chunk.length;
       if (this.#recording && !this.#overflow) {
         this.#size += chunk.length;
         this.#chunks.push(chunk);
@@ -45,6 +47,11 @@ export class BodyReplay {
   /** Whether a new attempt can get the whole body. */
   get replayable(): boolean {
     return this.#recording && !this.#overflow;
+  }
+
+  /** Bytes of the body received so far. */
+  get received(): number {
+    return this.#received;
   }
 
   /** The body stream for a new attempt; the previous attempt's stream stops receiving. */

@@ -5,7 +5,7 @@ import httpProxy from 'http-proxy';
 import type { AttemptFeedback } from '../balance/balancer.ts';
 import { errorMessage } from '../shared/errors.ts';
 import { BodyReplay } from './body-replay.ts';
-import { IDEMPOTENT, requestFraming } from './headers.ts';
+import { expectsContinue, IDEMPOTENT, requestFraming } from './headers.ts';
 import type { Hop } from './observer.ts';
 import { ERROR_HEADER, sendError, type ProxyErrorCode } from './status.ts';
 import type { AttemptResult, AttemptSpec, UpstreamClient } from './upstream-client.ts';
@@ -143,6 +143,9 @@ class ForwardCall implements AttemptSpec {
   readonly path: string;
   readonly headers: IncomingMessage['headers'];
   body: AttemptSpec['body'] = null;
+  readonly chunked: boolean;
+  emptyBody = false;
+  readonly expectContinue: boolean;
   readonly #client: UpstreamClient;
   readonly #req: IncomingMessage;
   readonly #res: ServerResponse;
@@ -159,6 +162,7 @@ class ForwardCall implements AttemptSpec {
   #feedback: AttemptFeedback | undefined;
   #last: AttemptResult | undefined;
   #status = 0;
+  #continued = false;
 
   constructor(
     client: UpstreamClient,
@@ -177,9 +181,12 @@ class ForwardCall implements AttemptSpec {
     this.method = req.method ?? 'GET';
     this.path = req.url ?? '/';
     this.headers = req.headers;
-    // undici refuses Expect; Node's server has already answered 100 Continue to the client.
+    const framing = requestFraming(req).kind;
+    this.#bodiless = framing === 'none';
+    this.chunked = framing === 'chunked';
+    // The upstream is asked itself (the listener has not answered 100): see OwnConnection.
+    this.expectContinue = !this.#bodiless && expectsContinue(req);
     if (this.headers.expect !== undefined) delete this.headers.expect;
-    this.#bodiless = requestFraming(req).kind === 'none';
     // A body is kept (bounded) only where a second attempt is possible.
     this.#replay = this.#bodiless ? undefined : new BodyReplay(req, plan.maxAttempts > 1 ? undefined : 0);
     this.#statusRetryable = this.#bodiless && IDEMPOTENT.has(this.method) && plan.retryStatuses.size > 0;
@@ -212,6 +219,8 @@ class ForwardCall implements AttemptSpec {
     this.#feedback = plan.start(up);
     this.#hop.inject(this.headers);
     this.body = this.#replay?.attempt() ?? null;
+    // The parser has read the whole request (its 'end' event may not have been emitted yet).
+    this.emptyBody = this.#req.complete && this.#req.readableLength === 0 && !this.#replay?.received;
     this.#client.attempt(up, this, this.#res);
   }
 
@@ -233,6 +242,12 @@ class ForwardCall implements AttemptSpec {
   onConnected(): void {
     this.#feedback?.ready?.();
     this.#replay?.connected();
+  }
+
+  onContinue(): void {
+    if (this.#continued || this.#res.headersSent) return;
+    this.#continued = true;
+    this.#res.writeContinue();
   }
 
   settled(r: AttemptResult): void {

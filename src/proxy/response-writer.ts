@@ -23,11 +23,15 @@ const CONNECT_ERRORS = new Set([
 /** Errors of a connection that closed or was reset under a request, before any response. */
 const RESET_ERRORS = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE']);
 
+/** undici's code for the response timeout; the connection of its own (own-connection.ts) uses it too. */
+export const RESPONSE_TIMEOUT = 'UND_ERR_HEADERS_TIMEOUT';
+
 /**
- * One attempt: decides its outcome from undici's callbacks and, once the response is taken, copies
- * it into the ServerResponse (status, headers without hop-by-hop ones, body with backpressure,
- * trailers). An error before the response is classified for the retry logic: a failed connect, a
- * connection closed or reset before any response, a timeout, or any other failure.
+ * One attempt: decides its outcome from the client's callbacks (undici's, or the connection of
+ * its own's in the same shape) and, once the response is taken, copies it into the ServerResponse
+ * (status, headers without hop-by-hop ones, body with backpressure, trailers). An error before the
+ * response is classified for the retry logic: a failed connect, a connection closed or reset
+ * before any response, a timeout, or any other failure.
  */
 export class ResponseWriter implements Dispatcher.DispatchHandler {
   readonly #res: ServerResponse;
@@ -173,7 +177,7 @@ export class ResponseWriter implements Dispatcher.DispatchHandler {
   #classify(err: NodeJS.ErrnoException): AttemptResult {
     const code = err.code ?? '';
     const message = code || err.message || 'error';
-    if (code === 'UND_ERR_HEADERS_TIMEOUT')
+    if (code === RESPONSE_TIMEOUT)
       return { kind: 'timeout', message: `no response within ${this.#o.responseTimeoutMs} ms` };
     if (!this.#started && CONNECT_ERRORS.has(code)) {
       const timedOut = code === 'UND_ERR_CONNECT_TIMEOUT';

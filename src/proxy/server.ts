@@ -109,6 +109,9 @@ export function createLimitedServer(
     }
   };
   server.on('request', request);
+  // Expect: 100-continue is the upstream's to answer: the handler relays its 100, or its refusal
+  // (and the client never sends the body), instead of Node answering 100 at once.
+  server.on('checkContinue', request);
   const checked =
     (handler: StreamHandler): StreamHandler =>
     (req, socket, head) => {

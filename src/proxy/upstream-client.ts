@@ -5,6 +5,7 @@ import type { Socket } from 'node:net';
 import { buildConnector, Pool } from 'undici';
 import type { Clock } from '../shared/clock.ts';
 import { keepReadingAfterWriteError } from './dial.ts';
+import { OwnConnection } from './own-connection.ts';
 import { ResponseWriter } from './response-writer.ts';
 
 /**
@@ -80,6 +81,14 @@ export interface AttemptSpec {
   /** Sanitized upstream request headers (no hop-by-hop, no Expect). */
   headers: OutgoingHttpHeaders;
   body: Readable | null;
+  /** The client's body is chunked: the upstream's is too, whatever its size. */
+  chunked: boolean;
+  /** The body ended, without a byte, before this attempt. */
+  emptyBody: boolean;
+  /** The client sent Expect: 100-continue (and a body): the upstream is asked the same. */
+  expectContinue: boolean;
+  /** The upstream answered 100 Continue, or did not answer in time: the client may send its body. */
+  onContinue(): void;
   /** Whether a status ends this attempt for a retry elsewhere (its body is drained, not sent on). */
   retryStatus(status: number): boolean;
   /** The request reached a connected upstream socket. */
@@ -93,7 +102,7 @@ export interface AttemptSpec {
 export class UpstreamClient {
   readonly #o: UpstreamClientOptions;
   readonly #pools: LRUCache<string, Pool>;
-  /** Opens every upstream connection; its sockets keep reading after a failed write. */
+  /** Opens every upstream connection, pooled or of its own; its sockets keep reading after a failed write. */
   readonly #open: Dial;
 
   constructor(o: UpstreamClientOptions) {
@@ -118,13 +127,17 @@ export class UpstreamClient {
   /** Sends one attempt; the spec hears its outcome. */
   attempt(up: Endpoint, spec: AttemptSpec, res: ServerResponse): void {
     const handler = new ResponseWriter(res, spec, this.#o);
+    // What undici cannot send as the client sent it: it refuses Expect (and takes a 100 for a
+    // broken response), and frames an empty body with Content-Length or nothing.
+    if (spec.expectContinue || (spec.chunked && spec.emptyBody))
+      return new OwnConnection(up, spec, handler, this.#open, this.#o).start();
     try {
       this.#pool(up).dispatch(
         {
           path: spec.path,
           method: spec.method,
           headers: spec.headers as Record<string, string | string[]>,
-          body: spec.body,
+          body: spec.chunked && spec.body ? unsized(spec.body) : spec.body,
         },
         handler,
       );
@@ -181,4 +194,15 @@ export class UpstreamClient {
   close(): void {
     this.#pools.clear();
   }
+}
+
+/**
+ * A chunked body as undici must see it to send it chunked: a stream that has already ended (a
+ * small body that came whole before the attempt) has a known length, which undici sends as
+ * Content-Length; an async iterable never has one.
+ */
+function unsized(body: Readable): Readable {
+  const iterable: AsyncIterable<Buffer> = { [Symbol.asyncIterator]: () => body[Symbol.asyncIterator]() };
+  // undici sends any async iterable as a body (its documentation says so; its types lag behind).
+  return iterable as unknown as Readable;
 }

@@ -211,6 +211,17 @@ const cases: DataPathCase[] = [
     egress: /^HTTP\/1\.1 401 /,
     ingress: /^HTTP\/1\.1 200 /,
   },
+  {
+    // The client sends its body without waiting: an app that refuses answers before any 100.
+    name: 'Expect: 100-continue to an app that refuses it',
+    path: '/d-expect',
+    body: 'expect-body',
+    request: () =>
+      'PUT /d-expect HTTP/1.1\r\nHost: refusing.prod\r\nExpect: 100-continue\r\nContent-Length: 11\r\n' +
+      'Connection: close\r\n\r\nexpect-body',
+    egress: /^HTTP\/1\.1 401 /,
+    ingress: /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 /,
+  },
 ];
 
 describe('data-path cases', () => {

@@ -1,14 +1,16 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { connect, createServer as createNetServer, type AddressInfo } from 'node:net';
 import { ep, service } from '../routing/fixtures.ts';
-import { closedPort, startBackend, startProxy, type Backend, type Proxy } from './harness.ts';
+import { closedPort, startBackend, startProxy, startRecorder, type Backend, type Proxy } from './harness.ts';
 
 /**
  * Answers given before the request body was read whole: the proxy's own 502 to an upload, and an
  * app's 401 to an upload it never reads. The client gets that answer (never a 502 made of the
  * app's close), its connection is closed after it (Connection: close, then a bounded lingering
- * read of what the client still sends), and an upload is never left blocked.
+ * read of what the client still sends), and an upload is never left blocked. Expect:
+ * 100-continue goes to the app, so an app that refuses keeps the client from sending the body.
  */
 const MiB = 1024 * 1024;
 /** Generous: well above the linger time, far below the keep-alive timeout a stuck connection meets. */
@@ -207,4 +209,131 @@ describe('an app answers an upload without reading it (401 and Connection: close
         Array.from({ length: 10 }, () => 'HTTP/1.1 401 Unauthorized'),
       );
     });
+});
+
+/** An HTTP server that answers Expect: 100-continue itself with `onExpect` (no automatic 100). */
+async function expectServer(
+  onExpect: (req: IncomingMessage, res: ServerResponse) => void,
+): Promise<{ server: Server; port: number; heads: IncomingMessage['headers'][] }> {
+  const heads: IncomingMessage['headers'][] = [];
+  const server = createServer((_req, res) => res.end('no expectation'));
+  server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+    heads.push(req.headers);
+    onExpect(req, res);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { server, port: (server.address() as AddressInfo).port, heads };
+}
+
+/**
+ * Sends a head with Expect: 100-continue and waits: the body goes only after a 100 Continue, as
+ * curl does; resolves with everything received once the proxy closes (bounded).
+ */
+function expectUpload(port: number, host: string, body: string): Promise<string> {
+  return new Promise((resolve) => {
+    const s = connect({ host: '127.0.0.1', port });
+    let reply = '';
+    let sent = false;
+    const deadline = setTimeout(() => s.destroy(), DEADLINE_MS);
+    s.setEncoding('latin1');
+    s.on('data', (c: string) => {
+      reply += c;
+      if (!sent && reply.startsWith('HTTP/1.1 100 ')) {
+        sent = true;
+        s.write(body);
+      }
+    });
+    s.on('error', () => {});
+    s.on('close', () => {
+      clearTimeout(deadline);
+      resolve(reply);
+    });
+    s.write(
+      `PUT /expect HTTP/1.1\r\nHost: ${host}\r\nContent-Length: ${body.length}\r\n` +
+        'Expect: 100-continue\r\nConnection: close\r\n\r\n',
+    );
+  });
+}
+
+describe('Expect: 100-continue is the app’s to answer', () => {
+  test('an app that refuses with 401 and no 100: the client gets the 401 and never a 100', async () => {
+    const app = await expectServer((_req, res) => {
+      res.writeHead(401, { 'content-length': '6' });
+      res.end('denied');
+    });
+    proxy.resolver.set(service('prod', 'expect401', { eps: { http: [ep('127.0.0.1', app.port)] } }));
+    try {
+      const reply = await expectUpload(proxy.egress, 'expect401.prod', 'b'.repeat(100_000));
+      assert.match(reply, /^HTTP\/1\.1 401 /, JSON.stringify(reply.slice(0, 200)));
+      assert.ok(!reply.includes('100 Continue'), JSON.stringify(reply.slice(0, 200)));
+      assert.equal(app.heads[0]?.expect, '100-continue', 'the expectation reached the app');
+    } finally {
+      app.server.close();
+    }
+  });
+
+  test('an app that accepts: its 100 reaches the client, then the whole body reaches the app', async () => {
+    const app = await startRecorder();
+    proxy.resolver.set(service('prod', 'expect200', { eps: { http: [ep('127.0.0.1', app.port)] } }));
+    try {
+      const reply = await expectUpload(proxy.egress, 'expect200.prod', 'c'.repeat(100_000));
+      assert.match(
+        reply,
+        /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 /,
+        JSON.stringify(reply.slice(0, 200)),
+      );
+      assert.equal(app.got.length, 1);
+      assert.equal(app.got[0]?.body, 'c'.repeat(100_000));
+      assert.equal(app.hits[0]?.headers.expect, '100-continue');
+    } finally {
+      await app.close();
+    }
+  });
+
+  test('ingress: an app that refuses: 401, no 100', async () => {
+    const app = await expectServer((_req, res) => {
+      res.writeHead(401, { 'content-length': '6' });
+      res.end('denied');
+    });
+    const p = await startProxy({ appPorts: [app.port] });
+    try {
+      const reply = await expectUpload(p.ingress, 'me', 'd'.repeat(100_000));
+      assert.match(reply, /^HTTP\/1\.1 401 /, JSON.stringify(reply.slice(0, 200)));
+      assert.ok(!reply.includes('100 Continue'));
+    } finally {
+      await p.close();
+      app.server.close();
+    }
+  });
+
+  test('an upstream that ignores the expectation (no 100, waits for the body) still gets the body', async () => {
+    let body = '';
+    const silent = createNetServer((s) => {
+      s.on('error', () => {});
+      let got = '';
+      s.setEncoding('latin1');
+      s.on('data', (c: string) => {
+        got += c;
+        const end = got.indexOf('\r\n\r\n');
+        if (end >= 0 && got.length - end - 4 >= 50_000) {
+          body = got.slice(end + 4);
+          s.end('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok');
+        }
+      });
+    });
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    const port = (silent.address() as AddressInfo).port;
+    proxy.resolver.set(service('prod', 'ignores', { eps: { http: [ep('127.0.0.1', port)] } }));
+    try {
+      const reply = await expectUpload(proxy.egress, 'ignores.prod', 'e'.repeat(50_000));
+      assert.match(
+        reply,
+        /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 /,
+        JSON.stringify(reply.slice(0, 200)),
+      );
+      assert.equal(body, 'e'.repeat(50_000));
+    } finally {
+      silent.close();
+    }
+  });
 });
