@@ -172,6 +172,8 @@ describe('the proxy answers an upload before reading it (a refused endpoint)', (
   test('a client that keeps sending past the linger limit still gets its 502, then the connection is closed', async () => {
     const u = await uploadThenAsk(tight.egress, 'dead.prod', 4 * MiB);
     assertAnsweredThenClosed(u, /^HTTP\/1\.1 502 /);
+    // 256 KiB read and dropped, then the close: with the client still sending, a reset.
+    assert.match(u.error ?? '', /^(EPIPE|ECONNRESET)$/, 'the lingering read stopped at its byte limit');
   });
 });
 
