@@ -48,3 +48,36 @@ export const tcpDialer =
       cb(e);
     });
   };
+
+type WriteCallback = (error?: NodeJS.ErrnoException | null) => void;
+
+/**
+ * An upstream may answer before it has read the whole request body (a 401 to an upload) and
+ * close, which resets the connection: the next body write then fails with EPIPE or ECONNRESET
+ * while the answer still waits to be read, and Node would destroy the socket and lose it (3 to 10
+ * uploads in 10 became 502s). Such a write is taken as done and the rest of the body is dropped,
+ * so the socket goes on being read: the HTTP client parses the answer that came, or sees the
+ * close (a 502) if none did.
+ */
+export function keepReadingAfterWriteError(socket: Socket): void {
+  let dropping = false;
+  // Writable passes the same callback to every write: one wrapper per socket, not per write.
+  let inner: WriteCallback | undefined;
+  let guarded: WriteCallback | undefined;
+  const guard = (cb: WriteCallback): WriteCallback => {
+    if (cb !== inner || !guarded) {
+      inner = cb;
+      guarded = (err?: NodeJS.ErrnoException | null) => {
+        const code = err?.code;
+        if (code !== 'EPIPE' && code !== 'ECONNRESET') return cb(err);
+        dropping = true;
+        cb();
+      };
+    }
+    return guarded;
+  };
+  const write = socket._write.bind(socket);
+  socket._write = (chunk, encoding, cb) => (dropping ? cb() : write(chunk, encoding, guard(cb)));
+  const writev = socket._writev?.bind(socket);
+  if (writev) socket._writev = (chunks, cb) => (dropping ? cb() : writev(chunks, guard(cb)));
+}

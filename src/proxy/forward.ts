@@ -5,7 +5,7 @@ import httpProxy from 'http-proxy';
 import type { AttemptFeedback } from '../balance/balancer.ts';
 import { errorMessage } from '../shared/errors.ts';
 import { BodyReplay } from './body-replay.ts';
-import { IDEMPOTENT, requestFraming } from './headers.ts';
+import { expectsContinue, IDEMPOTENT, requestFraming } from './headers.ts';
 import type { Hop } from './observer.ts';
 import { ERROR_HEADER, sendError, type ProxyErrorCode } from './status.ts';
 import type { AttemptResult, AttemptSpec, UpstreamClient } from './upstream-client.ts';
@@ -13,8 +13,8 @@ import type { AttemptResult, AttemptSpec, UpstreamClient } from './upstream-clie
 /**
  * Forwards one HTTP request, trying endpoints one after another where that is safe: after a failed
  * connect (no byte reached the upstream) and, for idempotent requests without a body, after a
- * configured status. Retries draw on a budget. HTTP/1.1 requests go through the undici-based
- * UpstreamClient; http-proxy keeps the WebSocket/Upgrade path.
+ * connection closed under the request or a configured status. Retries draw on a budget. HTTP/1.1
+ * requests go through the undici-based UpstreamClient; http-proxy keeps the WebSocket/Upgrade path.
  */
 export interface Upstream {
   id: string;
@@ -145,6 +145,9 @@ class ForwardCall implements AttemptSpec {
   readonly path: string;
   readonly headers: IncomingMessage['headers'];
   body: AttemptSpec['body'] = null;
+  readonly chunked: boolean;
+  emptyBody = false;
+  readonly expectContinue: boolean;
   readonly #client: UpstreamClient;
   readonly #req: IncomingMessage;
   readonly #res: ServerResponse;
@@ -161,6 +164,7 @@ class ForwardCall implements AttemptSpec {
   #feedback: AttemptFeedback | undefined;
   #last: AttemptResult | undefined;
   #status = 0;
+  #continued = false;
 
   constructor(
     client: UpstreamClient,
@@ -179,11 +183,14 @@ class ForwardCall implements AttemptSpec {
     this.method = req.method ?? 'GET';
     this.path = req.url ?? '/';
     this.headers = req.headers;
-    // undici refuses Expect; Node's server has already answered 100 Continue to the client.
+    const framing = requestFraming(req).kind;
+    this.#bodiless = framing === 'none';
+    this.chunked = framing === 'chunked';
+    // The upstream is asked itself (the listener has not answered 100): see OwnConnection.
+    this.expectContinue = !this.#bodiless && expectsContinue(req);
     if (this.headers.expect !== undefined) delete this.headers.expect;
-    this.#bodiless = requestFraming(req).kind === 'none';
     // A body is kept (bounded) only where a second attempt is possible.
-    this.#replay = !this.#bodiless && plan.maxAttempts > 1 ? new BodyReplay(req) : undefined;
+    this.#replay = this.#bodiless ? undefined : new BodyReplay(req, plan.maxAttempts > 1 ? undefined : 0);
     this.#statusRetryable = this.#bodiless && IDEMPOTENT.has(this.method) && plan.retryStatuses.size > 0;
   }
 
@@ -213,7 +220,9 @@ class ForwardCall implements AttemptSpec {
     this.#hop.setEndpoint(up.host, up.port);
     this.#feedback = plan.start(up);
     this.#hop.inject(this.headers);
-    this.body = this.#bodiless ? null : (this.#replay?.attempt() ?? this.#req);
+    this.body = this.#replay?.attempt() ?? null;
+    // The parser has read the whole request (its 'end' event may not have been emitted yet).
+    this.emptyBody = this.#req.complete && this.#req.readableLength === 0 && !this.#replay?.received;
     this.#client.attempt(up, this, this.#res);
   }
 
@@ -237,6 +246,12 @@ class ForwardCall implements AttemptSpec {
     this.#replay?.connected();
   }
 
+  onContinue(): void {
+    if (this.#continued || this.#res.headersSent) return;
+    this.#continued = true;
+    this.#res.writeContinue();
+  }
+
   settled(r: AttemptResult): void {
     this.#last = r;
     const up = this.#up!; // settled() follows an attempt, which set it
@@ -244,7 +259,7 @@ class ForwardCall implements AttemptSpec {
     if (r.kind !== 'response' && this.#res.writableEnded) {
       // The listener answered meanwhile (an upload that went idle: 408); that answer stands.
       feedback('cancelled');
-      return this.#resolve(answered(this.#res));
+      return this.#end(answered(this.#res));
     }
     switch (r.kind) {
       case 'response':
@@ -258,8 +273,10 @@ class ForwardCall implements AttemptSpec {
         feedback('connect_failure');
         if (this.#bodiless || this.#replay?.replayable) return this.next();
         return this.#fail('upstream_failed', `connect to ${up.host}:${up.port} failed: ${r.message}`);
-      case 'reset_reused':
+      case 'reset':
         feedback('cancelled');
+        // RFC 9110 section 9.2.2: an idempotent request may be repeated when its connection closed
+        // before any response; one with a body may have been acted on, and its body is gone.
         if (this.#bodiless && IDEMPOTENT.has(this.method)) return this.next();
         return this.#fail('upstream_failed', `upstream ${up.host}:${up.port} reset: ${r.message}`);
       case 'timeout':
@@ -276,12 +293,18 @@ class ForwardCall implements AttemptSpec {
 
   #gone(): void {
     this.#res.destroy();
-    this.#resolve({ status: 0, errorMessage: 'client went away' });
+    this.#end({ status: 0, errorMessage: 'client went away' });
   }
 
   /** The response taken in settled() is complete, or was cut. */
   finished(): void {
-    this.#resolve({ status: this.#status });
+    this.#end({ status: this.#status });
+  }
+
+  /** The exchange is over: what is left of the request body goes to no attempt. */
+  #end(r: ForwardResult): void {
+    this.#replay?.discard();
+    this.#resolve(r);
   }
 
   #exhausted(): void {
@@ -297,7 +320,7 @@ class ForwardCall implements AttemptSpec {
   }
 
   #fail(code: ProxyErrorCode, message: string): void {
-    this.#resolve({ status: sendError(this.#res, code, message), errorCode: code, errorMessage: message });
+    this.#end({ status: sendError(this.#res, code, message), errorCode: code, errorMessage: message });
   }
 }
 

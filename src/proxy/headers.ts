@@ -126,3 +126,27 @@ export function toOriginForm(req: IncomingMessage): { absolute?: URL } | { error
   req.url = (u.pathname || '/') + u.search;
   return { absolute: u };
 }
+
+/** Node's test for the expectation it hands to 'checkContinue' (HTTP/1.1 requests only). */
+const CONTINUE = /(?:^|\W)100-continue(?:$|\W)/i;
+
+/**
+ * The client sent Expect: 100-continue and waits for a 100 before its body. From the raw header
+ * lines, as Node's server saw them: req.headers is replaced by the upstream headers (from which a
+ * Connection header may have removed Expect) before forwarding.
+ */
+export function expectsContinue(req: IncomingMessage): boolean {
+  if (req.httpVersion !== '1.1') return false;
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2)
+    if (raw[i]?.length === 6 && raw[i]?.toLowerCase() === 'expect') return CONTINUE.test(raw[i + 1] ?? '');
+  return false;
+}
+
+/**
+ * The request has a body that has not been read whole (by the parser): an answer now comes
+ * before the end of the request, and the connection cannot carry another one after it.
+ */
+export function bodyUnread(req: IncomingMessage | undefined): boolean {
+  return req !== undefined && !req.complete && requestFraming(req).kind !== 'none';
+}

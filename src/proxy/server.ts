@@ -1,5 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
+import { Socket } from 'node:net';
 import { systemClock, type Clock, type Timer } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
 import { requestFraming } from './headers.ts';
@@ -32,6 +32,13 @@ export interface ServerLimits {
    * stream above it is refused with REFUSED_STREAM, which clients retry.
    */
   maxConcurrentStreams: number;
+  /**
+   * A connection answered before its request body was read whole is closed after the answer;
+   * what the client still sends is read and dropped for up to this long, and this many bytes,
+   * first (a lingering close), so that the close does not reset the connection under the answer.
+   */
+  lingerMs: number;
+  lingerBytes: number;
 }
 
 export const defaultLimits: ServerLimits = {
@@ -45,6 +52,9 @@ export const defaultLimits: ServerLimits = {
   checkIntervalMs: 1_000,
   // The lowest value RFC 9113 (section 6.5.2) recommends advertising; Go's server uses 250.
   maxConcurrentStreams: 100,
+  // nginx's lingering_timeout: 5 s is plenty for a client to read an answer already sent.
+  lingerMs: 5_000,
+  lingerBytes: 16 * 1024 * 1024,
 };
 
 export type RequestHandler = (req: IncomingMessage, res: ServerResponse) => void;
@@ -84,23 +94,35 @@ export function createLimitedServer(
   });
   // Node silently drops headers past maxHeadersCount; keep one more so an excess is detectable.
   server.maxHeadersCount = limits.maxHeaders + 1;
-  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+  const request = (req: IncomingMessage, res: ServerResponse): void => {
+    // A client that sends another request on a connection it was told is closing.
+    if (lingering.has(req.socket)) return void req.socket.destroy();
     const problem = checkRequest(req, limits);
     if (problem) {
       onRejected(problem.code, sendError(res, problem.code, problem.detail, true));
       return;
     }
-    if (requestFraming(req).kind !== 'none') watchUpload(req, res, limits.uploadIdleTimeoutMs, clock);
+    if (requestFraming(req).kind !== 'none') {
+      watchUpload(req, res, limits.uploadIdleTimeoutMs, clock);
+      res.once('finish', () => {
+        if (!req.complete) lingeringClose(req, limits, clock);
+      });
+    }
     try {
       onRequest(req, res);
     } catch (e) {
       log.error('request handler threw', { error: e });
       sendError(res, 'upstream_failed', 'internal proxy error');
     }
-  });
+  };
+  server.on('request', request);
+  // Expect: 100-continue is the upstream's to answer: the handler relays its 100, or its refusal
+  // (and the client never sends the body), instead of Node answering 100 at once.
+  server.on('checkContinue', request);
   const checked =
     (handler: StreamHandler): StreamHandler =>
     (req, socket, head) => {
+      if (lingering.has(socket)) return void socket.destroy();
       const problem = checkRequest(req, limits);
       if (problem) {
         onRejected(problem.code, writeSocketError(socket, problem.code, problem.detail));
@@ -112,7 +134,11 @@ export function createLimitedServer(
   if (streams.connect) server.on('connect', checked(streams.connect));
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
     const code = err.code ?? '';
-    if (code === 'ECONNRESET' || !socket.writable) {
+    // Node's headers timeout also runs on a connection that has not sent a byte (a client's spare
+    // pooled connection): no request was refused, so none is answered or counted (nginx closes
+    // such a connection silently too).
+    const silent = code === 'ERR_HTTP_REQUEST_TIMEOUT' && socket.bytesRead === 0;
+    if (code === 'ECONNRESET' || !socket.writable || silent) {
       socket.destroy();
       return;
     }
@@ -157,6 +183,38 @@ function watchUpload(req: IncomingMessage, res: ServerResponse, idleMs: number, 
   const stop = (): void => timer.cancel();
   req.once('end', stop);
   res.once('close', stop);
+}
+
+/** What socket.destroySoon() registers to run once the socket is flushed: its destroy method. */
+const nodeDestroy = Reflect.get(Socket.prototype, 'destroy') as () => void;
+
+/** Connections being closed after an early answer: no further request on them is served. */
+const lingering = new WeakSet<Socket>();
+
+/**
+ * Closes the connection of a request answered before its body was read whole (the proxy's 502,
+ * an app's 401 to an upload it did not read), as Envoy does: that connection cannot carry another
+ * request. Closing at once would reset it while the client is still sending, and a reset can
+ * destroy the answer before the client reads it (RFC 9112 section 9.6); so, as nginx's lingering
+ * close, the answer is followed by a FIN and the rest of the body is read and dropped until the
+ * client closes, or for lingerMs, or lingerBytes.
+ */
+function lingeringClose(req: IncomingMessage, limits: ServerLimits, clock: Clock): void {
+  const socket = req.socket;
+  if (socket.destroyed || lingering.has(socket)) return;
+  lingering.add(socket);
+  // Node ends a Connection: close response's socket and destroys it once flushed
+  // (socket.destroySoon()); the destroy waits for the linger instead.
+  socket.removeListener('finish', nodeDestroy);
+  socket.end();
+  const timer = clock.setTimer(limits.lingerMs, () => socket.destroy());
+  socket.once('close', () => timer.cancel());
+  let left = limits.lingerBytes;
+  req.on('data', (chunk: Buffer) => {
+    left -= chunk.length;
+    if (left < 0) socket.destroy();
+  });
+  req.resume();
 }
 
 function isWebSocket(req: IncomingMessage): boolean {

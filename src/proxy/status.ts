@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { ErrorCode } from '../shared/errors.ts';
+import { bodyUnread } from './headers.ts';
 
 /**
  * THE one mapping of error codes to HTTP statuses (src/shared/errors.ts points here). Every
@@ -66,7 +67,6 @@ const reasons: Record<number, string> = {
   508: 'Loop Detected',
 };
 
-/** Answers a request with a proxy error; safe to call when headers were already sent (it resets). */
 /** Client errors leave the connection in an unknown state (framing): close it after answering. */
 const CLOSES: ReadonlySet<ProxyErrorCode> = new Set([
   'bad_request',
@@ -76,6 +76,7 @@ const CLOSES: ReadonlySet<ProxyErrorCode> = new Set([
   'misdirected',
 ]);
 
+/** Answers a request with a proxy error; safe to call when headers were already sent (it resets). */
 export function sendError(
   res: ServerResponse,
   code: ProxyErrorCode,
@@ -92,7 +93,8 @@ export function sendError(
     'content-type': 'text/plain; charset=utf-8',
     'content-length': Buffer.byteLength(body),
     [ERROR_HEADER]: code,
-    ...(close ? { connection: 'close' } : {}),
+    // An answer before the request body was read: the listener closes the connection after it.
+    ...(close || bodyUnread(res.req) ? { connection: 'close' } : {}),
   });
   res.end(body);
   return status;

@@ -1,10 +1,11 @@
-import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { LRUCache } from 'lru-cache';
-import { Pool, type buildConnector, type Dispatcher } from 'undici';
-import type { Clock, Timer } from '../shared/clock.ts';
-import { MESH_NO_CERTIFICATE, MESH_PEER_NAMESPACE, type Dial } from './dial.ts';
-import { stripHopByHop } from './headers.ts';
+import { buildConnector, Pool } from 'undici';
+import type { Clock } from '../shared/clock.ts';
+import { keepReadingAfterWriteError, type Dial } from './dial.ts';
+import { OwnConnection } from './own-connection.ts';
+import { ResponseWriter } from './response-writer.ts';
 
 /**
  * The HTTP/1.1 upstream client: one undici Pool per endpoint, and one attempt as a dispatch()
@@ -32,6 +33,15 @@ export interface UpstreamClientOptions {
   dial?: Dial;
 }
 
+/** undici's own TCP connector (its connect timeout, keep-alive and no-delay), as a Dial. */
+function plainDial(connectTimeoutMs: number): Dial {
+  const connect = buildConnector({ timeout: connectTimeoutMs });
+  return (host, port, cb) =>
+    connect({ hostname: host, protocol: 'http:', port: String(port) }, (err, socket) =>
+      err || !socket ? cb(err ?? new Error('connect gave no socket')) : cb(null, socket),
+    );
+}
+
 export interface Endpoint {
   host: string;
   port: number;
@@ -54,7 +64,7 @@ export type AttemptResult =
   | { kind: 'response'; status: number }
   | { kind: 'retry_status'; status: number }
   | { kind: 'connect_failure'; timedOut: boolean; message: string }
-  | { kind: 'reset_reused'; message: string }
+  | { kind: 'reset'; message: string }
   | { kind: 'timeout'; message: string }
   | { kind: 'failed'; message: string }
   | { kind: 'client_gone' };
@@ -66,6 +76,14 @@ export interface AttemptSpec {
   /** Sanitized upstream request headers (no hop-by-hop, no Expect). */
   headers: OutgoingHttpHeaders;
   body: Readable | null;
+  /** The client's body is chunked: the upstream's is too, whatever its size. */
+  chunked: boolean;
+  /** The body ended, without a byte, before this attempt. */
+  emptyBody: boolean;
+  /** The client sent Expect: 100-continue (and a body): the upstream is asked the same. */
+  expectContinue: boolean;
+  /** The upstream answered 100 Continue, or did not answer in time: the client may send its body. */
+  onContinue(): void;
   /** Whether a status ends this attempt for a retry elsewhere (its body is drained, not sent on). */
   retryStatus(status: number): boolean;
   /** The request reached a connected upstream socket. */
@@ -76,28 +94,26 @@ export interface AttemptSpec {
   finished(): void;
 }
 
-/** Errors that mean nothing reached the upstream: the connection never opened. */
-const CONNECT_ERRORS = new Set([
-  'ECONNREFUSED',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'ETIMEDOUT',
-  'EADDRNOTAVAIL',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'ECONNRESET',
-  'EPIPE',
-  'UND_ERR_CONNECT_TIMEOUT',
-  MESH_PEER_NAMESPACE,
-  MESH_NO_CERTIFICATE,
-]);
-
 export class UpstreamClient {
   readonly #o: UpstreamClientOptions;
   readonly #pools: LRUCache<string, Pool>;
+  /** Opens every upstream connection, pooled or of its own; its sockets keep reading after a failed write. */
+  readonly #open: Dial;
 
   constructor(o: UpstreamClientOptions) {
     this.#o = o;
+    const open = o.dial ?? plainDial(o.connectTimeoutMs);
+    this.#open = (host, port, cb, namespace, meshed) =>
+      open(
+        host,
+        port,
+        (err, socket) => {
+          if (!err && socket) keepReadingAfterWriteError(socket);
+          cb(err, socket);
+        },
+        namespace,
+        meshed,
+      );
     this.#pools = new LRUCache({
       max: o.maxPools ?? 1_000,
       dispose: (pool) => void pool.destroy().catch(() => {}),
@@ -107,13 +123,17 @@ export class UpstreamClient {
   /** Sends one attempt; the spec hears its outcome. */
   attempt(up: Endpoint, spec: AttemptSpec, res: ServerResponse): void {
     const handler = new ResponseWriter(res, spec, this.#o);
+    // What undici cannot send as the client sent it: it refuses Expect (and takes a 100 for a
+    // broken response), and frames an empty body with Content-Length or nothing.
+    if (spec.expectContinue || (spec.chunked && spec.emptyBody))
+      return new OwnConnection(up, spec, handler, this.#open, this.#o).start();
     try {
       this.#pool(up).dispatch(
         {
           path: spec.path,
           method: spec.method,
           headers: spec.headers as Record<string, string | string[]>,
-          body: spec.body,
+          body: spec.chunked && spec.body ? unsized(spec.body) : spec.body,
         },
         handler,
       );
@@ -123,9 +143,8 @@ export class UpstreamClient {
   }
 
   #connector(up: Endpoint): buildConnector.connector {
-    const dial = this.#o.dial;
     return (_opts, cb) =>
-      dial?.(
+      this.#open(
         up.host,
         up.port,
         (err, socket) =>
@@ -150,7 +169,7 @@ export class UpstreamClient {
         keepAliveTimeout: idle,
         // A server's Keep-Alive hint may shorten the idle time, never lengthen it.
         keepAliveMaxTimeout: idle,
-        ...(this.#o.dial ? { connect: this.#connector(up) } : {}),
+        connect: this.#connector(up),
       });
       this.#pools.set(key, pool);
     }
@@ -175,164 +194,12 @@ export class UpstreamClient {
 }
 
 /**
- * One attempt: decides its outcome from undici's callbacks and, once the response is taken, copies
- * it into the ServerResponse (status, headers without hop-by-hop ones, body with backpressure,
- * trailers). An error before the response is classified for the retry logic: a failed connect, a
- * reset of a reused connection, a timeout, or any other failure.
+ * A chunked body as undici must see it to send it chunked: a stream that has already ended (a
+ * small body that came whole before the attempt) has a known length, which undici sends as
+ * Content-Length; an async iterable never has one.
  */
-class ResponseWriter implements Dispatcher.DispatchHandler {
-  readonly #res: ServerResponse;
-  readonly #spec: AttemptSpec;
-  readonly #o: UpstreamClientOptions;
-  /** Runs only while the client is not reading (undici's body timer is off while paused). */
-  #stalled: Timer | undefined;
-  #controller: Dispatcher.DispatchController | undefined;
-  #settled = false;
-  #started = false;
-  /** 'forward': the response goes downstream; 'drain': a status retry, its body is discarded. */
-  #mode: 'none' | 'forward' | 'drain' | 'finished' = 'none';
-
-  constructor(res: ServerResponse, spec: AttemptSpec, o: UpstreamClientOptions) {
-    this.#res = res;
-    this.#spec = spec;
-    this.#o = o;
-    res.on('close', this.#onClientClose);
-  }
-
-  /**
-   * The response closed: the client went away, or (before the attempt settled) the listener answered
-   * itself, e.g. a 408 for an upload that went idle. Either way this attempt is over.
-   */
-  readonly #onClientClose = (): void => {
-    if (this.#settled && (this.#mode !== 'forward' || this.#res.writableFinished)) return;
-    this.#controller?.abort(new Error('client went away'));
-    this.#done({ kind: 'client_gone' });
-    this.#finished();
-  };
-
-  /** The forwarded response is over (complete or cut): tell the spec once. */
-  readonly #finished = (): void => {
-    if (this.#mode !== 'forward') return;
-    this.#mode = 'finished';
-    if (this.#onDrain) this.#res.off('drain', this.#onDrain);
-    this.#stalled?.cancel();
-    this.#spec.finished();
-  };
-
-  /**
-   * The client reads again after backpressure. Made on the first backpressure only: most responses
-   * never meet any, and a listener per response would be garbage per response.
-   */
-  #onDrain: (() => void) | undefined;
-
-  #waitForDrain(controller: Dispatcher.DispatchController): void {
-    controller.pause();
-    this.#onDrain ??= (): void => {
-      this.#stalled?.cancel();
-      this.#stalled = undefined;
-      this.#controller?.resume();
-    };
-    if (!this.#stalled) this.#res.once('drain', this.#onDrain);
-    this.#stalled ??= this.#o.clock.setTimer(this.#o.idleTimeoutMs, () => {
-      this.#controller?.abort(new Error(`client read nothing for ${this.#o.idleTimeoutMs} ms`));
-      this.#res.destroy();
-      this.#finished();
-    });
-  }
-
-  #done(r: AttemptResult): void {
-    if (this.#settled) return;
-    this.#settled = true;
-    if (r.kind !== 'response') this.#res.off('close', this.#onClientClose);
-    this.#spec.settled(r);
-  }
-
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.#controller = controller;
-    this.#started = true;
-    if (this.#settled) {
-      controller.abort(new Error('client went away'));
-      return;
-    }
-    this.#spec.onConnected();
-  }
-
-  onResponseStart(
-    controller: Dispatcher.DispatchController,
-    status: number,
-    headers: IncomingHttpHeaders,
-    statusMessage?: string,
-  ): void {
-    if (this.#settled) return;
-    if (this.#spec.retryStatus(status)) {
-      this.#mode = 'drain';
-      this.#done({ kind: 'retry_status', status });
-      return;
-    }
-    const res = this.#res;
-    try {
-      res.writeHead(status, statusMessage, stripHopByHop(headers));
-    } catch {
-      // An upstream header Node refuses to write (invalid characters): fail the response, not the process.
-      this.#mode = 'forward';
-      this.#done({ kind: 'response', status });
-      controller.abort(new Error('response headers refused'));
-      res.destroy();
-      this.#finished();
-      return;
-    }
-    this.#mode = 'forward';
-    this.#done({ kind: 'response', status });
-  }
-
-  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.#mode === 'forward' && !this.#res.write(chunk)) this.#waitForDrain(controller);
-  }
-
-  onResponseEnd(_controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void {
-    if (this.#mode !== 'forward') return;
-    const res = this.#res;
-    for (const _ in trailers) {
-      // Trailers exist only on a chunked response; Node writes them when the response is chunked.
-      try {
-        res.addTrailers(stripHopByHop(trailers));
-      } catch {
-        // invalid trailer characters: the body is complete, the trailers are dropped
-      }
-      break;
-    }
-    res.end(this.#finished);
-  }
-
-  onResponseError(_controller: Dispatcher.DispatchController | undefined, err: Error): void {
-    if (this.#mode === 'forward') {
-      // The response was under way: all that is left is to cut it, so the client sees it incomplete.
-      this.#res.destroy();
-      this.#finished();
-      return;
-    }
-    if (this.#mode !== 'none' || this.#settled) return;
-    this.#done(this.#classify(err));
-  }
-
-  #classify(err: NodeJS.ErrnoException & { socket?: { bytesRead?: number } }): AttemptResult {
-    const code = err.code ?? '';
-    const message = code || err.message || 'error';
-    if (code === 'UND_ERR_HEADERS_TIMEOUT')
-      return { kind: 'timeout', message: `no response within ${this.#o.responseTimeoutMs} ms` };
-    if (!this.#started && CONNECT_ERRORS.has(code)) {
-      const timedOut = code === 'UND_ERR_CONNECT_TIMEOUT';
-      return {
-        kind: 'connect_failure',
-        timedOut,
-        message: timedOut ? `${this.#o.connectTimeoutMs} ms` : message,
-      };
-    }
-    // A connection that already carried a response and is closed under the next request: the
-    // classic race with a server closing an idle keep-alive connection.
-    const reused = (err.socket?.bytesRead ?? 0) > 0;
-    if (reused && (code === 'UND_ERR_SOCKET' || code === 'ECONNRESET' || code === 'EPIPE'))
-      return { kind: 'reset_reused', message: `reset before any response (${message})` };
-    return { kind: 'failed', message };
-  }
+function unsized(body: Readable): Readable {
+  const iterable: AsyncIterable<Buffer> = { [Symbol.asyncIterator]: () => body[Symbol.asyncIterator]() };
+  // undici sends any async iterable as a body (its documentation says so; its types lag behind).
+  return iterable as unknown as Readable;
 }

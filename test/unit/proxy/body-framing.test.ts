@@ -1,5 +1,6 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createServer, type AddressInfo, type Server } from 'node:net';
 import { ep, service } from '../routing/fixtures.ts';
 import {
   chunkedRequest,
@@ -107,3 +108,70 @@ test('a chunked DELETE body is framed upstream: its bytes never become a second 
   );
   assert.equal(live.got[0]?.body, smuggled);
 });
+
+/** A raw upstream that records each request's head and body, and answers once the body is in. */
+async function headRecorder(): Promise<{
+  port: number;
+  server: Server;
+  got: { head: string; body: string }[];
+}> {
+  const got: { head: string; body: string }[] = [];
+  const server = createServer((s) => {
+    s.on('error', () => {});
+    let data = '';
+    s.setEncoding('latin1');
+    s.on('data', (c: string) => {
+      data += c;
+      const end = data.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      const head = data.slice(0, end);
+      const body = data.slice(end + 4);
+      const length = /\r\ncontent-length: *(\d+)/i.exec(head);
+      const done = /\r\ntransfer-encoding: *chunked/i.test(head)
+        ? body.endsWith('0\r\n\r\n')
+        : body.length >= Number(length?.[1] ?? 0);
+      if (!done) return;
+      got.push({ head, body });
+      s.end('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { port: (server.address() as AddressInfo).port, server, got };
+}
+
+for (const [method, size] of [
+  ['POST', 0],
+  ['DELETE', 0],
+  ['POST', 1024],
+] as const)
+  test(`a chunked ${method} of ${size} bytes reaches the upstream chunked, not with a Content-Length`, async () => {
+    const up = await headRecorder();
+    proxy.resolver.set(service('prod', 'heads', { eps: { http: [ep('127.0.0.1', up.port)] } }));
+    try {
+      const body = 'k'.repeat(size);
+      const data =
+        `${method} /framed HTTP/1.1\r\nHost: heads.prod\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n` +
+        (size > 0 ? `${size.toString(16)}\r\n${body}\r\n` : '') +
+        '0\r\n\r\n';
+      const reply = await raw(proxy.egress, data);
+      assert.match(reply, /^HTTP\/1\.1 200 /, reply);
+      const head = up.got[0]?.head ?? '';
+      assert.match(head, /\r\ntransfer-encoding: chunked/i, head);
+      assert.doesNotMatch(head, /\r\ncontent-length:/i, head);
+      assert.equal(dechunk(up.got[0]?.body ?? ''), body);
+    } finally {
+      up.server.close();
+    }
+  });
+
+/** The data of a chunked body (no extensions or trailers, as the proxy sends it). */
+function dechunk(s: string): string {
+  let out = '';
+  for (let at = 0; ;) {
+    const eol = s.indexOf('\r\n', at);
+    const n = parseInt(s.slice(at, eol), 16);
+    if (!n) return out;
+    out += s.slice(eol + 2, eol + 2 + n);
+    at = eol + 2 + n + 2;
+  }
+}

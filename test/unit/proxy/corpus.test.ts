@@ -1,5 +1,6 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { ep, service } from '../routing/fixtures.ts';
 import { corpus } from './corpus.ts';
@@ -24,6 +25,7 @@ import {
 let app: Backend & { got: Received[] };
 let busy: Backend & { got: Received[] };
 let switcher: Server;
+let refusing: ReturnType<typeof createHttpServer>;
 let proxy: Proxy;
 /** The body the client sent, by request path; every body an upstream receives is checked against it. */
 const sent = new Map<string, string>([['/', '']]);
@@ -41,6 +43,13 @@ before(async () => {
     );
   });
   await new Promise<void>((r) => switcher.listen(0, '127.0.0.1', r));
+  // Answers 401 at once, to an Expect: 100-continue too, without reading any body.
+  const refuse = (_req: IncomingMessage, res: ServerResponse): void => {
+    res.writeHead(401, { connection: 'close', 'content-length': '6' });
+    res.end('denied');
+  };
+  refusing = createHttpServer(refuse).on('checkContinue', refuse);
+  await new Promise<void>((r) => refusing.listen(0, '127.0.0.1', r));
   proxy = await startProxy(
     { appPorts: [app.port], retryStatuses: [503], requestTimeoutMs: 1_000, idleTimeoutMs: 1_000 },
     { limits: { headersTimeoutMs: 300, checkIntervalMs: 100 } },
@@ -52,6 +61,9 @@ before(async () => {
   r.set(service('prod', 'busy', { eps: { http: [ep('127.0.0.1', busy.port), ep('127.0.0.1', app.port)] } }));
   const switcherPort = (switcher.address() as AddressInfo).port;
   r.set(service('prod', 'switcher', { eps: { http: [ep('127.0.0.1', switcherPort)] } }));
+  r.set(service('prod', 'dead', { eps: { http: [ep('127.0.0.1', dead)] } }));
+  const refusingPort = (refusing.address() as AddressInfo).port;
+  r.set(service('prod', 'refusing', { eps: { http: [ep('127.0.0.1', refusingPort)] } }));
 });
 
 after(async () => {
@@ -59,6 +71,7 @@ after(async () => {
   await app.close();
   await busy.close();
   switcher.close();
+  refusing.close();
 });
 
 const listeners = ['egress', 'ingress'] as const;
@@ -85,6 +98,8 @@ interface DataPathCase {
   path: string;
   body: string;
   request: (ports: Proxy) => string;
+  /** Other requests the case sends on the same connection: their paths and bodies. */
+  more?: Record<string, string>;
   /** Status line pattern per listener. */
   egress: RegExp;
   ingress: RegExp;
@@ -92,6 +107,8 @@ interface DataPathCase {
 
 const get = (target: string, host: string, extra = ''): string =>
   `GET ${target} HTTP/1.1\r\nHost: ${host}\r\n${extra}Connection: close\r\n\r\n`;
+
+const MiB = 1024 * 1024;
 
 const cases: DataPathCase[] = [
   {
@@ -171,6 +188,40 @@ const cases: DataPathCase[] = [
     egress: /^HTTP\/1\.1 502 /,
     ingress: /^HTTP\/1\.1 200 /,
   },
+  {
+    // Egress has no endpoint to send it to: the 502 closes the connection (the rest of the upload
+    // is read and dropped), so the second request is never served. Ingress serves both.
+    name: 'a 1 MiB keep-alive upload to a refused endpoint, then a second request',
+    path: '/d-early',
+    body: 'u'.repeat(MiB),
+    request: () =>
+      `POST /d-early HTTP/1.1\r\nHost: dead.prod\r\nContent-Length: ${MiB}\r\n\r\n${'u'.repeat(MiB)}` +
+      get('/d-early-next', 'dead.prod'),
+    more: { '/d-early-next': '' },
+    egress: /^HTTP\/1\.1 502 [^]*connection: close(?![^]*HTTP\/1\.1)/i,
+    ingress: /^HTTP\/1\.1 200 [^]*HTTP\/1\.1 200 /,
+  },
+  {
+    name: 'an app that answers a 2 MiB upload with 401 and Connection: close, unread',
+    path: '/d-unread',
+    body: 'v'.repeat(2 * MiB),
+    request: () =>
+      `POST /d-unread HTTP/1.1\r\nHost: refusing.prod\r\nContent-Length: ${2 * MiB}\r\nConnection: close\r\n\r\n` +
+      'v'.repeat(2 * MiB),
+    egress: /^HTTP\/1\.1 401 /,
+    ingress: /^HTTP\/1\.1 200 /,
+  },
+  {
+    // The client sends its body without waiting: an app that refuses answers before any 100.
+    name: 'Expect: 100-continue to an app that refuses it',
+    path: '/d-expect',
+    body: 'expect-body',
+    request: () =>
+      'PUT /d-expect HTTP/1.1\r\nHost: refusing.prod\r\nExpect: 100-continue\r\nContent-Length: 11\r\n' +
+      'Connection: close\r\n\r\nexpect-body',
+    egress: /^HTTP\/1\.1 401 /,
+    ingress: /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 /,
+  },
 ];
 
 describe('data-path cases', () => {
@@ -178,6 +229,7 @@ describe('data-path cases', () => {
     for (const c of cases) {
       test(`${listener}: ${c.name}`, async () => {
         sent.set(c.path, c.body);
+        for (const [path, body] of Object.entries(c.more ?? {})) sent.set(path, body);
         const reply = await raw(proxy[listener], c.request(proxy));
         assert.ok(!reply.endsWith('<<timeout>>'), `answered in time: ${JSON.stringify(reply.slice(0, 200))}`);
         assert.match(reply, c[listener], JSON.stringify(reply.slice(0, 200)));

@@ -41,6 +41,19 @@ test('slowloris: a client that never finishes its headers is cut off with 408', 
   );
 });
 
+test('a connection that never sends a byte is closed at the headers timeout without a 408, and not counted', async () => {
+  const counted = (): Promise<number> =>
+    metric(proxy, 'outrigger_requests_total', {
+      direction: 'egress',
+      status: '408',
+      error: 'request_timeout',
+    });
+  const before = await counted();
+  const reply = await raw(proxy.egress, '', 10_000);
+  assert.equal(reply, '', 'closed without an answer to a request nobody sent');
+  assert.equal(await counted(), before);
+});
+
 test('slow body: a request whose body never completes is cut off', async () => {
   const reply = await raw(
     proxy.egress,

@@ -50,17 +50,43 @@ after(async () => {
   await resetting.close();
 });
 
-test('a reused connection reset before any response: a GET is retried elsewhere, counted as reset_reused', async () => {
+test('a reused connection reset before any response: a GET is retried elsewhere, counted as reset', async () => {
   // Round robin from a fresh Service: resetting, normal, then resetting on its pooled connection.
   const statuses: number[] = [];
   for (let i = 0; i < 3; i++)
     statuses.push((await send(proxy.egress, { headers: { host: 'rst2.prod' } })).status);
   assert.deepEqual(statuses, [200, 200, 200]);
   assert.deepEqual(resetSeen, ['GET'], 'the third request met the reset and was retried');
-  assert.equal(
-    await metric(proxy, 'outrigger_retries_total', { service: 'prod/rst2', reason: 'reset_reused' }),
-    1,
+  assert.equal(await metric(proxy, 'outrigger_retries_total', { service: 'prod/rst2', reason: 'reset' }), 1);
+});
+
+test('an endpoint that dies with two GETs in flight: both are retried on the other endpoint', async () => {
+  const held: Socket[] = [];
+  const dying = await startBackend((req) => void held.push(req.socket));
+  proxy.resolver.set(
+    service('prod', 'dies', { eps: { http: [ep('127.0.0.1', dying.port), ep('127.0.0.1', normal.port)] } }),
   );
+  const retried = (): Promise<number> =>
+    metric(proxy, 'outrigger_retries_total', { service: 'prod/dies', reason: 'reset' });
+  try {
+    // Round robin: the dying endpoint, the normal one, the dying one again (a second connection).
+    const first = send(proxy.egress, { headers: { host: 'dies.prod' } });
+    while (held.length < 1) await new Promise((r) => setTimeout(r, 10));
+    assert.equal((await send(proxy.egress, { headers: { host: 'dies.prod' } })).status, 200);
+    const third = send(proxy.egress, { headers: { host: 'dies.prod' } });
+    while (held.length < 2) await new Promise((r) => setTimeout(r, 10));
+    // One connection closed (FIN), one reset (RST): a process that dies may leave either.
+    held[0]?.destroy();
+    held[1]?.resetAndDestroy();
+    const replies = await Promise.all([first, third]);
+    assert.deepEqual(
+      replies.map((r) => `${r.status} ${r.body}`),
+      ['200 got 0', '200 got 0'],
+    );
+    assert.equal(await retried(), 2);
+  } finally {
+    await dying.close();
+  }
 });
 
 test('a reused connection reset: with no other endpoint a 502, and a POST is never retried', async () => {
@@ -145,7 +171,7 @@ test('trailers of a chunked upstream response reach the client', async () => {
   }
 });
 
-test('Expect: 100-continue: the client gets 100 Continue, the app the whole body without Expect', async () => {
+test('Expect: 100-continue: the app is asked, its 100 reaches the client, and then the whole body the app', async () => {
   const body = 'z'.repeat(5_000);
   const reply = await new Promise<{ status: number; body: string; continued: boolean }>((resolve, reject) => {
     let continued = false;
@@ -172,7 +198,7 @@ test('Expect: 100-continue: the client gets 100 Continue, the app the whole body
   assert.deepEqual(reply, { status: 200, body: 'got 5000', continued: true });
   const hit = normal.hits.at(-1);
   assert.equal(hit?.method, 'PUT');
-  assert.equal(hit?.headers.expect, undefined);
+  assert.equal(hit?.headers.expect, '100-continue');
 });
 
 test('a large response body streams through whole (backpressure both ways)', async () => {

@@ -83,3 +83,19 @@ test('egress: a WebSocket upgrade the upstream never answers is closed after the
     silent.server.close();
   }
 });
+
+test('egress: an upstream 103 Early Hints before its answer: the client gets the answer', async () => {
+  const hints = await rawServer((s) =>
+    s.end(
+      'HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n' +
+        'HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nanswer',
+    ),
+  );
+  egress.resolver.set(service('prod', 'hints', { eps: { http: [ep('127.0.0.1', hints.port)] } }));
+  try {
+    const reply = await raw(egress.egress, `GET / HTTP/1.1\r\nHost: hints.prod\r\nConnection: close\r\n\r\n`);
+    assert.match(reply, /^HTTP\/1\.1 200 [^]*\r\n\r\nanswer$/, reply);
+  } finally {
+    hints.server.close();
+  }
+});
