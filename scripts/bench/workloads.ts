@@ -42,6 +42,43 @@ function luaScript(w: Workload): string | undefined {
   return file;
 }
 
+/** The wrk command line of a -t1 -cN closed loop against one target. */
+export function wrkArgs(
+  port: number,
+  authority: string,
+  ms: number,
+  connections: number,
+  w: Workload,
+): string[] {
+  const script = luaScript(w);
+  return [
+    '-t1',
+    `-c${connections}`,
+    `-d${Math.round(ms / 1000)}s`,
+    '--latency',
+    ...(script ? ['-s', script] : []),
+    '-H',
+    `Host: ${authority}`,
+    `http://127.0.0.1:${port}${w.path}`,
+  ];
+}
+
+/** Throughput, latency and errors from wrk's report. */
+export function parseWrk(stdout: string): ClosedResult {
+  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(stdout)?.[1]);
+  const requests = Number(/(\d+) requests in/.exec(stdout)?.[1]);
+  const lat = (q: string): number => {
+    const m = new RegExp(`\\s${q}%\\s+([\\d.]+)(us|ms|s)`).exec(stdout);
+    if (!m) return NaN;
+    const v = Number(m[1]);
+    return m[2] === 'us' ? v / 1000 : m[2] === 's' ? v * 1000 : v;
+  };
+  const non2xx = Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(stdout)?.[1] ?? 0);
+  const sock = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(stdout);
+  const errors = non2xx + (sock ? sock.slice(1).reduce((a, b) => a + Number(b), 0) : 0);
+  return { rps, p50: lat('50'), p99: lat('99'), requests, errors };
+}
+
 /** wrk -t1 -cN closed loop against one target; undefined without wrk. */
 export function wrk(
   port: number,
@@ -51,31 +88,11 @@ export function wrk(
   w: Workload = WORKLOADS[0]!,
 ): ClosedResult | undefined {
   if (!have('wrk')) return undefined;
-  const script = luaScript(w);
-  const r = spawnSync(
-    ...pinned('load', 'wrk', [
-      '-t1',
-      `-c${connections}`,
-      `-d${Math.round(ms / 1000)}s`,
-      '--latency',
-      ...(script ? ['-s', script] : []),
-      '-H',
-      `Host: ${authority}`,
-      `http://127.0.0.1:${port}${w.path}`,
-    ]),
-    { encoding: 'utf8', timeout: ms + 30_000 },
-  );
-  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(r.stdout)?.[1]);
-  const requests = Number(/(\d+) requests in/.exec(r.stdout)?.[1]);
-  const lat = (q: string): number => {
-    const m = new RegExp(`\\s${q}%\\s+([\\d.]+)(us|ms|s)`).exec(r.stdout);
-    if (!m) return NaN;
-    const v = Number(m[1]);
-    return m[2] === 'us' ? v / 1000 : m[2] === 's' ? v * 1000 : v;
-  };
-  const non2xx = Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(r.stdout)?.[1] ?? 0);
-  const sock = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(r.stdout);
-  const errors = non2xx + (sock ? sock.slice(1).reduce((a, b) => a + Number(b), 0) : 0);
-  if (errors > 0) process.stderr.write(`bench: wrk on ${port} ${w.name}: ${r.stdout}\n`);
-  return { rps, p50: lat('50'), p99: lat('99'), requests, errors };
+  const r = spawnSync(...pinned('load', 'wrk', wrkArgs(port, authority, ms, connections, w)), {
+    encoding: 'utf8',
+    timeout: ms + 30_000,
+  });
+  const result = parseWrk(r.stdout);
+  if (result.errors > 0) process.stderr.write(`bench: wrk on ${port} ${w.name}: ${r.stdout}\n`);
+  return result;
 }

@@ -1,32 +1,25 @@
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
-import { BatchSpanProcessor, TracerProvider, type SpanExporter } from '@opentelemetry/sdk-trace';
+import { createRequire } from 'node:module';
+import { extname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { trace, type Tracer } from '@opentelemetry/api';
+import type { SpanExporter } from '@opentelemetry/sdk-trace';
 import { systemClock, type Clock, type Random } from '../shared/clock.ts';
 import { errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/log.ts';
 import type { HopObserver } from './hop.ts';
 import { noopHop } from './hop.ts';
 import { PresetIdGenerator, TracingObserver } from './observer.ts';
-import { podResource, type PodMeta } from './resource.ts';
+import type { PodMeta } from './resource.ts';
 import { LiveSampler } from './sampler.ts';
-import {
-  CountingExporter,
-  emptyStats,
-  queueDropMeterProvider,
-  totalDropped,
-  type TracingStats,
-} from './stats.ts';
+import type * as SdkModule from './sdk.ts';
+import type { BatchOptions, Sdk } from './sdk.ts';
+import { emptyStats, totalDropped, type TracingStats } from './stats.ts';
 
 export type { PodMeta } from './resource.ts';
 export { podMetaFromEnv, POD_ENV, serviceNameOf } from './resource.ts';
 export type { TracingStats } from './stats.ts';
 
-export interface BatchOptions {
-  /** Spans buffered while the collector is slow or down; beyond it they are dropped and counted. */
-  maxQueueSize?: number;
-  maxExportBatchSize?: number;
-  scheduledDelayMillis?: number;
-  exportTimeoutMillis?: number;
-}
+export type { BatchOptions } from './sdk.ts';
 
 export interface TracingOptions {
   /** OTLP/HTTP collector base URL (`/v1/traces` is appended) or the full traces URL; unset: off. */
@@ -72,34 +65,31 @@ export function createTracing(opts: TracingOptions): Tracing {
   const log = opts.logger.child({ component: 'tracing' });
   const stats = emptyStats();
   const sampler = new LiveSampler(opts.sampling);
-  const exporter = new CountingExporter(
-    opts.exporter ?? otlpExporter(opts.endpoint ?? '', opts.batch?.exportTimeoutMillis),
-    stats,
-    log,
-  );
-  const batch = opts.batch ?? {};
-  const processor = new BatchSpanProcessor({
-    exporter,
-    maxQueueSize: batch.maxQueueSize ?? 2048,
-    maxExportBatchSize: batch.maxExportBatchSize ?? 512,
-    scheduledDelayMillis: batch.scheduledDelayMillis ?? 2000,
-    exportTimeoutMillis: batch.exportTimeoutMillis ?? 10_000,
-    selfObsMeterProvider: queueDropMeterProvider(stats),
-  });
   const ids = new PresetIdGenerator(opts.random);
-  const provider = new TracerProvider({
-    resource: podResource(opts.pod),
-    sampler,
-    idGenerator: ids,
-    spanProcessors: [processor],
-  });
-  const tracer = provider.getTracer('outrigger', opts.version);
+  let sdk: Sdk | undefined;
+  const started = (): Sdk =>
+    (sdk ??= loadSdk().startSdk({
+      endpoint: opts.endpoint,
+      ...(opts.exporter ? { exporter: opts.exporter } : {}),
+      ...(opts.batch ? { batch: opts.batch } : {}),
+      ...(opts.version ? { version: opts.version } : {}),
+      pod: opts.pod,
+      sampler,
+      ids,
+      stats,
+      log,
+    }));
   const clock = opts.clock ?? systemClock;
   let stopping: Promise<void> | undefined;
 
   return {
     enabled: true,
-    observer: new TracingObserver(tracer, sampler, ids),
+    // After shutdown a late sampled hop gets the API's no-op tracer rather than a new SDK.
+    observer: new TracingObserver(
+      (): Tracer => (stopping && !sdk ? trace.getTracer('outrigger') : started().tracer),
+      sampler,
+      ids,
+    ),
     setSampling(ratio) {
       if (ratio === sampler.ratio) return;
       log.info('trace sampling changed', { from: sampler.ratio, to: ratio });
@@ -107,9 +97,9 @@ export function createTracing(opts: TracingOptions): Tracing {
     },
     sampling: () => sampler.ratio,
     stats: () => ({ ...stats, dropped: totalDropped(stats) }),
-    flush: () => provider.forceFlush().catch(() => undefined),
+    flush: () => sdk?.forceFlush().catch(() => undefined) ?? Promise.resolve(),
     shutdown() {
-      stopping ??= bounded(clock, provider.shutdown(), opts.shutdownTimeoutMs ?? 5_000).then(
+      stopping ??= bounded(clock, sdk?.shutdown() ?? Promise.resolve(), opts.shutdownTimeoutMs ?? 5_000).then(
         (finished) => {
           if (!finished) log.warn('trace flush on shutdown timed out; buffered spans are lost');
           else log.info('tracing stopped', { ...stats });
@@ -134,22 +124,16 @@ export function disabledTracing(): Tracing {
   };
 }
 
-/** `http://collector:4318` -> `http://collector:4318/v1/traces`; a full traces URL is kept. */
-export function tracesUrl(endpoint: string): string {
-  const u = new URL(endpoint);
-  if (!u.pathname.endsWith('/v1/traces')) u.pathname = u.pathname.replace(/\/?$/, '/v1/traces');
-  return u.toString();
-}
-
-function otlpExporter(endpoint: string, timeoutMillis = 10_000): SpanExporter {
-  return new OTLPTraceExporter({
-    url: tracesUrl(endpoint),
-    timeoutMillis,
-    keepAlive: true,
-    // One export at a time is what the batch processor does anyway; a low limit keeps a slow
-    // collector from holding dozens of sockets open in every pod.
-    concurrencyLimit: 2,
-  });
+/**
+ * ./sdk.ts, loaded synchronously at the first sampled span: require() of an ES module shares the
+ * module graph already loaded (one @opentelemetry/api, one core), and the span that asked for it is
+ * recorded like any other. The file is ./sdk.ts in the sources and ./sdk.js once compiled.
+ */
+function loadSdk(): typeof SdkModule {
+  const require = createRequire(import.meta.url);
+  return require(
+    fileURLToPath(new URL(`./sdk${extname(import.meta.url)}`, import.meta.url)),
+  ) as typeof SdkModule;
 }
 
 async function bounded(clock: Clock, work: Promise<void>, ms: number): Promise<boolean> {

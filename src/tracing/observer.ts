@@ -1,10 +1,10 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import { ROOT_CONTEXT, SpanKind, trace, TraceFlags, type SpanContext, type Tracer } from '@opentelemetry/api';
-import { SamplingDecision, type IdGenerator } from '@opentelemetry/sdk-trace';
+import type { IdGenerator } from '@opentelemetry/sdk-trace';
 import { systemRandom, type Random } from '../shared/clock.ts';
 import { noopHop, type Hop, type HopObserver, type HopStart } from './hop.ts';
 import { extract, inject, injectUnsampledW3c, type Extracted } from './propagation.ts';
-import type { LiveSampler } from './sampler.ts';
+import { NOT_RECORD, type LiveSampler } from './sampler.ts';
 import { SpanHop } from './span-hop.ts';
 
 /**
@@ -17,11 +17,12 @@ import { SpanHop } from './span-hop.ts';
  * keeps the trace id the decision was made on (PresetIdGenerator), so the ratio is applied once.
  */
 export class TracingObserver implements HopObserver {
-  readonly #tracer: Tracer;
+  /** Loads the SDK on first use (src/tracing/sdk.ts): unsampled hops never call it. */
+  readonly #tracer: () => Tracer;
   readonly #sampler: LiveSampler;
   readonly #ids: PresetIdGenerator;
 
-  constructor(tracer: Tracer, sampler: LiveSampler, ids: PresetIdGenerator) {
+  constructor(tracer: () => Tracer, sampler: LiveSampler, ids: PresetIdGenerator) {
     this.#tracer = tracer;
     this.#sampler = sampler;
     this.#ids = ids;
@@ -33,14 +34,14 @@ export class TracingObserver implements HopObserver {
     const psc = trace.getSpanContext(parent.context);
     if (psc) {
       if ((psc.traceFlags & TraceFlags.SAMPLED) === 0) return this.#unsampled(psc.traceId, parent, psc);
-      return new SpanHop(this.#tracer, info, parent);
+      return new SpanHop(this.#tracer(), info, parent);
     }
     const traceId = this.#ids.generateTraceId();
     const kind = info.direction === 'egress' ? SpanKind.CLIENT : SpanKind.SERVER;
     const decision = this.#sampler.shouldSample(ROOT_CONTEXT, traceId, info.method, kind, {}, []).decision;
-    if (decision === SamplingDecision.NOT_RECORD) return this.#unsampled(traceId, parent);
+    if (decision === NOT_RECORD) return this.#unsampled(traceId, parent);
     this.#ids.preset(traceId);
-    return new SpanHop(this.#tracer, info, parent);
+    return new SpanHop(this.#tracer(), info, parent);
   }
 
   #unsampled(traceId: string, parent: Extracted, psc?: SpanContext): Hop {

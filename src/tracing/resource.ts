@@ -1,11 +1,3 @@
-import { resourceFromAttributes, type Resource } from '@opentelemetry/resources';
-import {
-  ATTR_K8S_NAMESPACE_NAME,
-  ATTR_K8S_NODE_NAME,
-  ATTR_K8S_POD_NAME,
-  ATTR_SERVICE_NAME,
-} from '@opentelemetry/semantic-conventions';
-
 /**
  * What the downward API tells the sidecar about its pod. Labels and annotations come from the
  * downward-API volume (src/config/podinfo.ts); name, namespace and node from environment
@@ -62,12 +54,4 @@ const GENERATED = new RegExp(`^(.+?)(-${SAFE}{6,10})?-${SAFE}{5}$`);
 function workloadName(podName: string): string {
   const m = GENERATED.exec(podName);
   return m?.[1] ?? podName;
-}
-
-export function podResource(pod: PodMeta): Resource {
-  const attrs: Record<string, string> = { [ATTR_SERVICE_NAME]: serviceNameOf(pod) };
-  if (pod.namespace) attrs[ATTR_K8S_NAMESPACE_NAME] = pod.namespace;
-  if (pod.name) attrs[ATTR_K8S_POD_NAME] = pod.name;
-  if (pod.nodeName) attrs[ATTR_K8S_NODE_NAME] = pod.nodeName;
-  return resourceFromAttributes(attrs);
 }

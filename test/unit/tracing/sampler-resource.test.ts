@@ -3,8 +3,8 @@ import { test } from 'node:test';
 import { ROOT_CONTEXT, SpanKind, trace, TraceFlags } from '@opentelemetry/api';
 import { SamplingDecision } from '@opentelemetry/sdk-trace';
 import { LiveSampler } from '../../../src/tracing/sampler.ts';
-import { podMetaFromEnv, podResource, serviceNameOf } from '../../../src/tracing/resource.ts';
-import { tracesUrl } from '../../../src/tracing/index.ts';
+import { podMetaFromEnv, serviceNameOf } from '../../../src/tracing/resource.ts';
+import { podResource, tracesUrl } from '../../../src/tracing/sdk.ts';
 
 // TraceIdRatioBased compares an xor-fold of the trace id's four 32-bit words with ratio * 2^32.
 const LOW = '00000000000000000000000000000001';
