@@ -58,7 +58,8 @@ require_node() {
   local missing
   missing="$(node_tools_missing)"
   [ -z "$missing" ] || die "--with-node needs: $missing (apt-get install -y containerd runc containernetworking-plugins podman gcc busybox-static iptables)"
-  [ -x /bin/busybox ] && /bin/busybox --help 2>&1 | head -1 | grep -q BusyBox ||
+  # Static: the test image is FROM scratch, with no libc to load. (ldd fails on a static binary.)
+  [ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1 ||
     die "--with-node needs a static /bin/busybox (apt-get install -y busybox-static)"
   [ -d /sys/fs/cgroup/memory ] || die "--with-node expects cgroup v1 hierarchies under /sys/fs/cgroup (cgroupfs driver)"
   local c
@@ -275,7 +276,9 @@ start_node_daemon() {
     node) pre=(nsenter --mount="/proc/$(cat "$STATE/node-mntns.pid")/ns/mnt" --net="$(node_netns_path)" --) ;;
   esac
   cd "$STATE"
-  setsid nohup "${pre[@]}" "$@" >>"$(node_dir)/$name.log" 2>&1 </dev/null &
+  # umask 022: the admin kubeconfig left this shell at 077, and containerd would unpack image
+  # layers with 0700 directories that a container's non-root user cannot enter.
+  (umask 022 && exec setsid nohup "${pre[@]}" "$@") >>"$(node_dir)/$name.log" 2>&1 </dev/null &
   echo $! >"$STATE/$name.pid"
 }
 
