@@ -124,7 +124,9 @@ make_cert() {
   [ -f "$d/$name.crt" ] && return
   (
     cd "$d"
-    openssl req -newkey rsa:2048 -nodes -subj "$subj" -keyout "$name.key" -out "$name.csr" 2>/dev/null
+    # P-256: as good for these identities as RSA, and generated in milliseconds instead of seconds.
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "$subj" \
+      -keyout "$name.key" -out "$name.csr" 2>/dev/null
     { printf 'extendedKeyUsage=%s\n' "$usage"; [ -z "$san" ] || printf 'subjectAltName=%s\n' "$san"; } >"$name.ext"
     openssl x509 -req -in "$name.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
       -extfile "$name.ext" -out "$name.crt" 2>/dev/null
