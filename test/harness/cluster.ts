@@ -60,6 +60,11 @@ export interface ClusterOptions {
   controllerManager?: boolean;
   /** API priority and fairness on, as in real clusters (off by default, as in envtest). */
   priorityAndFairness?: boolean;
+  /**
+   * Also run a real node (kubelet, containerd, kube-proxy, kube-scheduler) in a network namespace;
+   * implies the controller manager. Use startNodeCluster (node.ts) rather than this directly.
+   */
+  node?: boolean;
 }
 
 /**
@@ -80,6 +85,7 @@ export async function startCluster(
   live.add(stateDir);
   const upFlags = [
     ...(opts.controllerManager ? ['--with-controller-manager'] : []),
+    ...(opts.node ? ['--with-node'] : []),
     ...(opts.priorityAndFairness ? ['--priority-and-fairness'] : []),
   ];
   const kubeconfigPath = await run(stateDir, 'up', ...upFlags);

@@ -19,7 +19,16 @@ export function requireTool(t: TestContext, ok: boolean, what: string, hint: str
 }
 
 /** Paths of the Go-built test binaries, from `scripts/test-cluster paths`. */
-type TestBinary = 'etcd' | 'kube-apiserver' | 'kubectl' | 'kube-controller-manager' | 'jaeger';
+type TestBinary =
+  | 'etcd'
+  | 'kube-apiserver'
+  | 'kubectl'
+  | 'kube-controller-manager'
+  | 'jaeger'
+  | 'kubelet'
+  | 'kube-proxy'
+  | 'kube-scheduler'
+  | 'coredns';
 
 export function testBinaries(): Record<TestBinary, string> {
   const r = spawnSync('bash', [path.join(repoRoot, 'scripts/test-cluster'), 'paths'], { encoding: 'utf8' });
@@ -29,6 +38,10 @@ export function testBinaries(): Record<TestBinary, string> {
     kubectl: '',
     'kube-controller-manager': '',
     jaeger: '',
+    kubelet: '',
+    'kube-proxy': '',
+    'kube-scheduler': '',
+    coredns: '',
   };
   for (const line of r.stdout.split('\n')) {
     const [k, v] = line.split('=');
@@ -37,12 +50,13 @@ export function testBinaries(): Record<TestBinary, string> {
   return out;
 }
 
-export function clusterBinariesBuilt(opts: { controllerManager?: boolean } = {}): boolean {
+export function clusterBinariesBuilt(opts: { controllerManager?: boolean; node?: boolean } = {}): boolean {
   const b = testBinaries();
   const needed = [
     b.etcd,
     b['kube-apiserver'],
-    ...(opts.controllerManager ? [b['kube-controller-manager']] : []),
+    ...(opts.controllerManager || opts.node ? [b['kube-controller-manager']] : []),
+    ...(opts.node ? [b.kubelet, b['kube-proxy'], b['kube-scheduler'], b.kubectl] : []),
   ];
   return needed.every((p) => p !== undefined && existsSync(p));
 }
