@@ -87,7 +87,13 @@ test('the runtime tree holds no development dependency', () => {
 function importsOf(file: string): string[] {
   const text = readFileSync(file, 'utf8');
   const specifiers = [...text.matchAll(/(?:\bfrom\s*|\bimport\s*\(?\s*)['"](\.{1,2}\/[^'"]+)['"]/g)];
-  return specifiers.map((m) => path.resolve(path.dirname(file), m[1] as string));
+  // A module required synchronously on first use names itself by path with the running file's
+  // extension (./x.ts in the sources, ./x.js once compiled): new URL(`./x${extname(...)}`, ...).
+  const byPath = [...text.matchAll(/new URL\(`(\.{1,2}\/[^`$]+)\$\{extname\(import\.meta\.url\)\}`/g)];
+  return [
+    ...specifiers.map((m) => path.resolve(path.dirname(file), m[1] as string)),
+    ...byPath.map((m) => path.resolve(path.dirname(file), `${m[1] as string}.js`)),
+  ];
 }
 
 test('no test-only code ships: no fake, and every module in dist/ is reachable from main.js', () => {
