@@ -222,7 +222,7 @@ start_node_mntns() {
   n="$(node_dir)"
   mkdir -p "$n/sysctl"
   for d in $NODE_PRIVATE_DIRS; do
-    [ -d "$d" ] || mkdir -p "$d"
+    [ -d "$d" ] || mkdir -p -m 755 "$d"
     script="$script; mount -t tmpfs -o mode=755 outrigger-node $d"
   done
   for kv in $KUBELET_SYSCTLS; do

@@ -208,6 +208,24 @@ describe('a pod on a real node', { skip: unavailable, timeout: 600_000 }, () => 
       { allowFail: true },
     );
     assert.equal(anon.stdout, '401');
+    // A certificate from the cluster CA is not enough: the kubelet asks the API server, and
+    // kube-proxy's identity may not read the kubelet's API.
+    const pki = c.cluster.pkiDir;
+    const proxyCert = ['--cert', `${pki}/kube-proxy.crt`, '--key', `${pki}/kube-proxy.key`];
+    const other = await c.inNode(
+      [
+        'curl',
+        '-sk',
+        ...proxyCert,
+        '-o',
+        '/dev/null',
+        '-w',
+        '%{http_code}',
+        `https://${c.node.ip}:10250/pods`,
+      ],
+      { allowFail: true },
+    );
+    assert.equal(other.stdout, '403');
   });
 
   test('cluster DNS answers for the Service through kube-dns', async (t) => {
