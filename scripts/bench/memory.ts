@@ -239,12 +239,14 @@ async function closedPhase(pids: number[]): Promise<Phase> {
   );
   const cpu = cpuSeconds(pids) - before;
   s.stop();
-  const requests = results.reduce((x, r) => x + r.requests, 0);
+  // a wrk that printed no report (killed at its deadline) counts as one error, not as NaN requests
+  const finite = (x: number): number => (Number.isFinite(x) ? x : 0);
+  const requests = results.reduce((x, r) => x + finite(r.requests), 0);
   return {
     samples: s.samples,
     requests,
-    errors: results.reduce((x, r) => x + r.errors, 0),
-    rps: results.reduce((x, r) => x + r.rps, 0),
+    errors: results.reduce((x, r) => x + (Number.isFinite(r.requests) ? r.errors : 1), 0),
+    rps: results.reduce((x, r) => x + finite(r.rps), 0),
     cpuUsPerReq: (cpu / requests) * 1e6,
     p99: Math.max(...results.map((r) => r.p99)),
     load: load(),
