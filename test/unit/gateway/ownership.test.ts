@@ -3,13 +3,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { CONTROLLER } from '../../../src/gateway/classes.ts';
-import { createGatewayStore } from '../../../src/gateway/store.ts';
 import { RouteTable, type TableProblem } from '../../../src/gateway/table.ts';
 import { FakeClock } from '../../harness/fake-clock.ts';
 import { FakeKubeApi, status, unavailable, type Fault } from '../../harness/fake-kube-api.ts';
 import { memoryLogger } from '../../harness/memory-logger.ts';
 import { ingress, rawIngress, type IngressSpecLite } from './ingress-fixtures.ts';
+import { apiWithOurClass, ING, openStore, put } from './store-fixtures.ts';
 
 // Host ownership across namespaces: a host belongs to the namespace of the oldest Ingress that
 // claims it (rule host or TLS host); what other namespaces declare for it is not served.
@@ -216,28 +215,13 @@ test('a wildcard and an exact host are different names: each has its own owner',
 // The store: the decision is logged once per change, survives resyncs and an API outage, and moves
 // only when the API confirms the owner's Ingress is gone.
 
-const ING = '/apis/networking.k8s.io/v1/ingresses';
-type Obj = Parameters<FakeKubeApi['put']>[1];
-
 test('a conflict is logged once, kept through relists and an outage, and resolved when the owner leaves', async () => {
-  const api = new FakeKubeApi();
-  const put = (path: string, o: unknown): void => api.put(path, o as Obj);
-  put('/apis/networking.k8s.io/v1/ingressclasses', {
-    metadata: { name: 'outrigger' },
-    spec: { controller: CONTROLLER },
-  });
-  put(ING, rawIngress(teamA));
-  put(ING, rawIngress(teamB));
+  const api = apiWithOurClass();
+  put(api, ING, rawIngress(teamA));
+  put(api, ING, rawIngress(teamB));
   const clock = new FakeClock();
   const log = memoryLogger();
-  const store = await createGatewayStore({
-    api,
-    clock,
-    random: () => 0.5,
-    logger: log,
-    classPolicy: { controller: CONTROLLER, watchWithoutClass: false },
-    reflector: { listTimeoutMs: 5_000 },
-  });
+  const store = await openStore(api, clock, { logger: log, reflector: { listTimeoutMs: 5_000 } });
   await clock.advance(0);
   await clock.advance(0);
   const conflictLines = () => log.lines.filter((l) => l.msg === 'Ingress rule not served: conflict');
@@ -279,22 +263,11 @@ test('a conflict is logged once, kept through relists and an outage, and resolve
 });
 
 test('an Ingress refused as a whole (every host it claims is owned elsewhere) gets no status address', async () => {
-  const api = new FakeKubeApi();
-  const put = (path: string, o: unknown): void => api.put(path, o as Obj);
-  put('/apis/networking.k8s.io/v1/ingressclasses', {
-    metadata: { name: 'outrigger' },
-    spec: { controller: CONTROLLER },
-  });
-  put(ING, rawIngress(teamA));
-  put(ING, rawIngress({ ...teamB, rules: teamB.rules?.slice(0, 1), tls: [] }));
+  const api = apiWithOurClass();
+  put(api, ING, rawIngress(teamA));
+  put(api, ING, rawIngress({ ...teamB, rules: teamB.rules?.slice(0, 1), tls: [] }));
   const clock = new FakeClock();
-  const store = await createGatewayStore({
-    api,
-    clock,
-    random: () => 0.5,
-    logger: memoryLogger(),
-    classPolicy: { controller: CONTROLLER, watchWithoutClass: false },
-  });
+  const store = await openStore(api, clock);
   await clock.advance(0);
   await clock.advance(0);
   assert.deepEqual(
@@ -309,29 +282,16 @@ test('restarted during an outage, the gateway keeps the owner it had (creation t
   const dir = mkdtempSync(join(tmpdir(), 'gw-own-'));
   const snapshotPath = join(dir, 'gateway.snap');
   const open = async (api: FakeKubeApi, clock: FakeClock) => {
-    const store = await createGatewayStore({
-      api,
-      clock,
-      random: () => 0.5,
-      logger: memoryLogger(),
-      classPolicy: { controller: CONTROLLER, watchWithoutClass: false },
-      snapshotPath,
-      snapshotDebounceMs: 10,
-    });
+    const store = await openStore(api, clock, { snapshotPath, snapshotDebounceMs: 10 });
     await clock.advance(0);
     await clock.advance(0);
     return store;
   };
   try {
-    const api = new FakeKubeApi();
-    const put = (path: string, o: unknown): void => api.put(path, o as Obj);
-    put('/apis/networking.k8s.io/v1/ingressclasses', {
-      metadata: { name: 'outrigger' },
-      spec: { controller: CONTROLLER },
-    });
+    const api = apiWithOurClass();
     // Listed newest first: the API's order is not the age order.
-    put(ING, rawIngress(teamB));
-    put(ING, rawIngress(teamA));
+    put(api, ING, rawIngress(teamB));
+    put(api, ING, rawIngress(teamA));
     const clock = new FakeClock();
     const first = await open(api, clock);
     assert.equal(first.table().lookup('shop.example.com', '/public/login'), undefined);

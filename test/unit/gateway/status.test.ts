@@ -1,23 +1,14 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { FakeKubeApi, status as httpStatus } from '../../harness/fake-kube-api.ts';
-import { CONTROLLER } from '../../../src/gateway/classes.ts';
+import { status as httpStatus } from '../../harness/fake-kube-api.ts';
 import { StatusPublisher } from '../../../src/gateway/status.ts';
-import { createGatewayStore } from '../../../src/gateway/store.ts';
 import { FakeClock } from '../../harness/fake-clock.ts';
 import { memoryLogger } from '../../harness/memory-logger.ts';
 import { rawIngress } from './ingress-fixtures.ts';
-
-const ING = '/apis/networking.k8s.io/v1/ingresses';
-type Obj = Parameters<FakeKubeApi['put']>[1];
+import { apiWithOurClass, ING, openStore, put } from './store-fixtures.ts';
 
 test('status.loadBalancer is written once per served Ingress, never for others, and retried after a failure', async () => {
-  const api = new FakeKubeApi();
-  const put = (path: string, o: unknown): void => api.put(path, o as Obj);
-  put('/apis/networking.k8s.io/v1/ingressclasses', {
-    metadata: { name: 'outrigger' },
-    spec: { controller: CONTROLLER },
-  });
+  const api = apiWithOurClass();
   const raws = new Map<string, Record<string, unknown>>();
   for (const [name, className] of [
     ['a', 'outrigger'],
@@ -31,16 +22,10 @@ test('status.loadBalancer is written once per served Ingress, never for others, 
       rules: [{ host: `${name}.com`, paths: [{ path: '/', svc: 's' }] }],
     });
     raws.set(name, raw);
-    put(ING, raw);
+    put(api, ING, raw);
   }
   const clock = new FakeClock();
-  const store = await createGatewayStore({
-    api,
-    clock,
-    random: () => 0.5,
-    logger: memoryLogger(),
-    classPolicy: { controller: CONTROLLER, watchWithoutClass: false },
-  });
+  const store = await openStore(api, clock);
   await clock.advance(0);
   const patches: { path: string; body: unknown }[] = [];
   let failures = 1;
@@ -50,7 +35,7 @@ test('status.loadBalancer is written once per served Ingress, never for others, 
     if (failures-- > 0) return Promise.reject(httpStatus(500));
     patches.push({ path, body });
     const name = path.split('/').at(-2) ?? '';
-    put(ING, { ...raws.get(name), ...(body as object) });
+    put(api, ING, { ...raws.get(name), ...(body as object) });
     return Promise.resolve();
   };
   const publisher = new StatusPublisher({

@@ -5,19 +5,15 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { FakeKubeApi, status, unavailable, type Fault } from '../../harness/fake-kube-api.ts';
 import { CONTROLLER } from '../../../src/gateway/classes.ts';
-import { createGatewayStore, type GatewayStore } from '../../../src/gateway/store.ts';
+import { type GatewayStore } from '../../../src/gateway/store.ts';
 import { FakeClock } from '../../harness/fake-clock.ts';
 import { memoryLogger } from '../../harness/memory-logger.ts';
 import { rawIngress } from './ingress-fixtures.ts';
 import { selfSigned, tlsSecretObject } from '../../harness/tls-certs.ts';
+import { CLS, ING, openStore, put } from './store-fixtures.ts';
 
-const ING = '/apis/networking.k8s.io/v1/ingresses';
-const CLS = '/apis/networking.k8s.io/v1/ingressclasses';
 const SECRETS = (ns: string) => `/api/v1/namespaces/${ns}/secrets`;
 const pem = selfSigned('a.example.com');
-
-type Obj = Parameters<FakeKubeApi['put']>[1];
-const put = (api: FakeKubeApi, path: string, o: unknown): void => api.put(path, o as Obj);
 
 function seed(api: FakeKubeApi, n = 10): void {
   put(api, CLS, { metadata: { name: 'outrigger' }, spec: { controller: CONTROLLER } });
@@ -48,12 +44,8 @@ function seed(api: FakeKubeApi, n = 10): void {
 
 async function start(api: FakeKubeApi, clock: FakeClock, snapshotPath?: string, namespace?: string) {
   const log = memoryLogger();
-  const store = await createGatewayStore({
-    api,
-    clock,
-    random: () => 0.5,
+  const store = await openStore(api, clock, {
     logger: log,
-    classPolicy: { controller: CONTROLLER, watchWithoutClass: false },
     ...(snapshotPath ? { snapshotPath, snapshotDebounceMs: 10 } : {}),
     ...(namespace ? { namespace } : {}),
     reflector: { listTimeoutMs: 5_000 },
