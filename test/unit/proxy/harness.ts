@@ -6,6 +6,7 @@ import {
   type Server,
   type ServerResponse,
 } from 'node:http';
+import { readFileSync } from 'node:fs';
 import { connect, createServer as createNetServer, type AddressInfo } from 'node:net';
 import {
   createDataPath,
@@ -73,12 +74,35 @@ export async function startRecorder(
 }
 
 /** A port on which nothing listens (connections are refused). */
+/**
+ * A port nothing listens on. It is drawn below the kernel's ephemeral range: a port from that
+ * range, once closed, can be handed to any parallel test's listen(0) before this test connects.
+ */
 export async function closedPort(host = '127.0.0.1'): Promise<number> {
+  const below = ephemeralLow() - 1;
+  for (let i = 0; i < 50; i++) {
+    const port = 10_000 + Math.floor(Math.random() * (below - 10_000));
+    if (await bindable(port, host)) return port;
+  }
+  throw new Error(`closedPort: no free port found between 10000 and ${below} on ${host}`);
+}
+
+function ephemeralLow(): number {
+  try {
+    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').split(/\s+/)[0]);
+    if (low > 20_000) return low;
+  } catch {
+    // not Linux: IANA's dynamic range starts at 49152
+  }
+  return 49_152;
+}
+
+function bindable(port: number, host: string): Promise<boolean> {
   const s = createNetServer();
-  await new Promise<void>((r) => s.listen(0, host, r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
+  return new Promise((resolve) => {
+    s.once('error', () => resolve(false));
+    s.listen(port, host, () => s.close(() => resolve(true)));
+  });
 }
 
 export const baseConfig: DataPathConfig = {
