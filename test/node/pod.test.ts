@@ -14,7 +14,7 @@ import {
   type PodView,
   type TestNodeCluster,
 } from '../harness/node.ts';
-import { inCI, repoRoot } from '../harness/tools.ts';
+import { inCI, repoRoot, requireTool } from '../harness/tools.ts';
 
 // One cluster for the whole file (a node takes 20-60 s to start), so the file skips as a whole
 // when no node can run here; under CI=true that is a failure, never a skip.
@@ -231,11 +231,7 @@ describe('a pod on a real node', { skip: unavailable, timeout: 600_000 }, () => 
   });
 
   test('cluster DNS answers for the Service through kube-dns', async (t) => {
-    if (!c.node.dns) {
-      if (inCI) throw new Error("CI=true and CoreDNS is not built: run 'scripts/test-cluster build coredns'");
-      t.skip("CoreDNS is not built: run 'scripts/test-cluster build coredns'");
-      return;
-    }
+    if (!requireTool(t, Boolean(c.node.dns), 'CoreDNS', "run 'scripts/test-cluster build coredns'")) return;
     const svc = await c.cluster.admin.get<{ spec: { clusterIP: string } }>('Service', 'web', ns);
     const res = await c.kubectl([
       '-n',
@@ -258,10 +254,8 @@ describe('a pod on a real node', { skip: unavailable, timeout: 600_000 }, () => 
   test("the product's image runs as a pod: outrigger version", async (t) => {
     const archive =
       process.env.OUTRIGGER_IMAGE_ARCHIVE ?? path.join(repoRoot, '.outrigger/images/outrigger.tar');
-    if (!existsSync(archive)) {
-      t.skip(`no image archive at ${archive}: run scripts/build-image (or set OUTRIGGER_IMAGE_ARCHIVE)`);
-      return;
-    }
+    const hint = 'run scripts/build-image (or set OUTRIGGER_IMAGE_ARCHIVE)';
+    if (!requireTool(t, existsSync(archive), `the image archive ${archive}`, hint)) return;
     await c.importImage(archive);
     const version = (
       JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string }
