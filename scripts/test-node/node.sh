@@ -301,8 +301,12 @@ start_relays() {
   n="$(node_dir)"
   relay="$NODE_SRC/relay.ts"
   start_node_daemon relay-host host node "$relay" --forward "unix:$n/api.sock=tcp:127.0.0.1:$API_PORT"
+  # The API server is also at the node's address: the endpoint of the 'kubernetes' Service, which
+  # pods (an injected sidecar, the in-cluster webhook) reach through kube-proxy. The egress proxy
+  # dials the node, pods and ClusterIPs (a webhook behind a Service is called at its ClusterIP).
   start_node_daemon relay-node net node "$relay" --forward "tcp:127.0.0.1:$API_PORT=unix:$n/api.sock" \
-    --connect-proxy "unix:$n/egress.sock" --allow "$NODE_IP/32,$POD_CIDR"
+    --forward "tcp:$NODE_IP:$API_PORT=unix:$n/api.sock" \
+    --connect-proxy "unix:$n/egress.sock" --allow "$NODE_IP/32,$POD_CIDR,$SERVICE_CIDR"
   local i
   for ((i = 0; i < 40; i++)); do
     [ -S "$n/api.sock" ] && [ -S "$n/egress.sock" ] && in_node_net curl -fsS --max-time 2 --cacert "$STATE/pki/ca.crt" \
@@ -473,6 +477,23 @@ start_scheduler() {
 
 admin_kubectl() { "$K8S_BIN/kubectl" --kubeconfig "$STATE/admin.kubeconfig" "$@"; }
 
+# The API server runs with no endpoint reconciler (several test clusters share the host's
+# loopback), so the node gives the 'kubernetes' Service its endpoint: the relay on the node's
+# address. The Service's port (443, named https) targets the API server's secure port.
+apply_api_endpoints() {
+  admin_kubectl apply -f - >/dev/null <<YAML || die "giving the kubernetes Service its endpoint failed"
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: kubernetes-node
+  namespace: default
+  labels: {kubernetes.io/service-name: kubernetes, endpointslice.kubernetes.io/managed-by: outrigger-test}
+addressType: IPv4
+endpoints: [{addresses: ["$NODE_IP"], conditions: {ready: true}}]
+ports: [{name: https, port: $API_PORT, protocol: TCP}]
+YAML
+}
+
 apply_node_rbac() {
   admin_kubectl apply -f - >/dev/null <<YAML || die "applying the node's RBAC failed"
 apiVersion: rbac.authorization.k8s.io/v1
@@ -572,6 +593,7 @@ start_node() {
   make_node_cgroups
   start_relays
   apply_node_rbac
+  apply_api_endpoints
   log "node: containerd $(containerd --version | awk '{print $3}')"
   start_containerd
   import_image "$IMAGES_DIR/pause-1.tar" "$PAUSE_IMAGE"
