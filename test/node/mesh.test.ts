@@ -1,0 +1,427 @@
+// The product as a user deploys it, on a real node: `outrigger install` piped to kubectl (the
+// webhook as an in-cluster Deployment), the identity issuer from manifests/identity, a labelled
+// namespace, and a client and a server Deployment that the webhook injects. Every check reads the
+// real objects (through the API server, the pod proxy included) and the real traffic.
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import {
+  createPodNamespace,
+  nodeUnavailable,
+  run,
+  startNodeCluster,
+  type ExecResult,
+  type PodView,
+  type TestNodeCluster,
+} from '../harness/node.ts';
+import { inCI, repoRoot } from '../harness/tools.ts';
+
+const archive = process.env.OUTRIGGER_IMAGE_ARCHIVE ?? path.join(repoRoot, '.outrigger/images/outrigger.tar');
+const version = (JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string })
+  .version;
+const image = `ghcr.io/outrigger-mesh/outrigger:${version}`;
+
+const unavailable =
+  nodeUnavailable() ??
+  (existsSync(archive) ? undefined : `no image archive at ${archive}: run scripts/build-image`);
+if (unavailable !== undefined && inCI) throw new Error(`CI=true and ${unavailable}`);
+
+const cli = (args: string[], opts: { allowFail?: boolean; input?: string } = {}): Promise<ExecResult> =>
+  run(process.execPath, [path.join(repoRoot, 'src/main.ts'), ...args], { timeoutMs: 120_000, ...opts });
+
+/** The server answers with this body; the client calls it by the Service's DNS name. */
+const BODY = 'hello-from-web';
+
+function workloads(ns: string, busybox: string): string {
+  // `trap`: busybox as PID 1 ignores SIGTERM, which would hold every rollout for the grace period.
+  return `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: ${ns}}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}, annotations: {outrigger.dev/mtls: strict}}
+    spec:
+      terminationGracePeriodSeconds: 5
+      containers:
+      - name: app
+        image: ${busybox}
+        imagePullPolicy: Never
+        command: [sh, -c, 'mkdir -p /www && echo ${BODY} >/www/index.html && exec httpd -f -p 8080 -h /www']
+        ports: [{containerPort: 8080}]
+        readinessProbe: {httpGet: {path: /index.html, port: 8080}, periodSeconds: 1, failureThreshold: 2}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: ${ns}}
+spec:
+  selector: {app: web}
+  ports:
+  - {name: http, port: 80, targetPort: 8080}
+  - {name: outrigger-mesh, port: 7403, targetPort: outrigger-mesh}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: client, namespace: ${ns}}
+spec:
+  selector: {matchLabels: {app: client}}
+  template:
+    metadata: {labels: {app: client}, annotations: {outrigger.dev/mtls: permissive}}
+    spec:
+      terminationGracePeriodSeconds: 5
+      containers:
+      - name: app
+        image: ${busybox}
+        imagePullPolicy: Never
+        command: [sh, -c, 'trap "exit 0" TERM; sleep 3600 & wait']
+`;
+}
+
+describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }, () => {
+  let c: TestNodeCluster;
+  let ns: string;
+  let other: string;
+  let caDir: string;
+  const kubectl = (args: string[], opts?: { allowFail?: boolean; input?: string }) =>
+    c.kubectl(args, { timeoutMs: 120_000, ...opts });
+
+  /** The one running, not terminating pod of a Deployment. */
+  async function podOf(app: string): Promise<PodView> {
+    const list = JSON.parse(
+      (await kubectl(['-n', ns, 'get', 'pods', '-l', `app=${app}`, '-o', 'json'])).stdout,
+    ) as {
+      items: (PodView & { metadata: { deletionTimestamp?: string } })[];
+    };
+    const live = list.items.filter((p) => !p.metadata.deletionTimestamp && p.status.phase === 'Running');
+    assert.equal(
+      live.length,
+      1,
+      `one running ${app} pod: ${list.items.map((p) => p.metadata.name).join(', ')}`,
+    );
+    return live[0] as PodView;
+  }
+
+  /** An admin-port path of a pod, read through the API server's pod proxy (no port-forward). */
+  const viaPodProxy = async (pod: string, p: string): Promise<string> =>
+    (await kubectl(['get', '--raw', `/api/v1/namespaces/${ns}/pods/${pod}:7402/proxy${p}`])).stdout;
+
+  const counted = (metrics: string, labels: RegExp): number =>
+    metrics
+      .split('\n')
+      .filter((l) => l.startsWith('outrigger_requests_total{') && labels.test(l))
+      .reduce((n, l) => n + Number(l.split(' ').pop()), 0);
+
+  const callWeb = (client: string, allowFail = false) =>
+    kubectl(
+      [
+        '-n',
+        ns,
+        'exec',
+        client,
+        '-c',
+        'app',
+        '--',
+        'wget',
+        '-qO-',
+        `http://web.${ns}.svc.cluster.local/index.html`,
+      ],
+      { allowFail },
+    );
+
+  before(async () => {
+    c = await startNodeCluster();
+    await c.importImage(archive);
+    ns = await createPodNamespace(c, 'shop');
+    other = await createPodNamespace(c, 'plain');
+    // As the README's install section: install's output to kubectl, then the namespace label.
+    const manifests = await cli([
+      'install',
+      '--image',
+      image,
+      '--namespaces',
+      ns,
+      '--kubeconfig',
+      c.cluster.kubeconfigPath,
+    ]);
+    await kubectl(['apply', '-f', '-'], { input: manifests.stdout });
+    await kubectl(['label', 'namespace', ns, 'outrigger.dev/injection=enabled']);
+    // The identity issuer, as docs/identity.md installs it.
+    caDir = mkdtempSync(path.join(tmpdir(), 'outrigger-mesh-ca-'));
+    await run('bash', [path.join(repoRoot, 'scripts/gen-mesh-ca'), '--out', caDir]);
+    await kubectl(['apply', '-f', path.join(caDir, 'manifests.yaml')]);
+    await kubectl(['apply', '-k', path.join(repoRoot, 'manifests/identity')]);
+    for (const d of ['outrigger-webhook', 'outrigger-identity'])
+      await kubectl(['-n', 'outrigger-system', 'rollout', 'status', `deploy/${d}`, '--timeout=180s'], {});
+    await kubectl(['apply', '-f', '-'], { input: workloads(ns, c.node.images.busybox) });
+    for (const d of ['web', 'client'])
+      await kubectl(['-n', ns, 'rollout', 'status', `deploy/${d}`, '--timeout=180s']);
+  });
+  after(async () => {
+    await c?.stop();
+    if (caDir) rmSync(caDir, { recursive: true, force: true });
+  });
+
+  test('the in-cluster webhook injects the capture step and a native sidecar that is ready before the app starts', async () => {
+    const web = await podOf('web');
+    const full = JSON.parse(
+      (await kubectl(['-n', ns, 'get', 'pod', web.metadata.name, '-o', 'json'])).stdout,
+    ) as {
+      metadata: { annotations: Record<string, string> };
+      spec: { initContainers: { name: string; restartPolicy?: string; image: string }[] };
+    };
+    assert.deepEqual(
+      full.spec.initContainers.map((i) => [i.name, i.restartPolicy ?? '', i.image]),
+      [
+        ['outrigger-init', '', image],
+        ['outrigger-proxy', 'Always', image],
+      ],
+    );
+    assert.match(full.metadata.annotations['outrigger.dev/injected'] ?? '', /"sidecar":"native"/);
+    const sidecar = web.status.initContainerStatuses?.find((s) => s.name === 'outrigger-proxy');
+    const app = web.status.containerStatuses?.find((s) => s.name === 'app');
+    assert.ok(sidecar?.state.running && app?.state.running, JSON.stringify(web.status));
+    assert.ok(sidecar.ready && app.ready, 'both ready');
+    assert.ok(
+      Date.parse(sidecar.state.running.startedAt) <= Date.parse(app.state.running.startedAt),
+      'the app started after the sidecar',
+    );
+    // Its discovery runs on the kubelet's projected token: ready means it listed and watched.
+    assert.match(await viaPodProxy(web.metadata.name, '/readyz'), /"ready":true/);
+  });
+
+  test("the app's call crosses both sidecars over mutual TLS, counted by each under the caller's identity", async () => {
+    const client = (await podOf('client')).metadata.name;
+    const web = (await podOf('web')).metadata.name;
+    const egress = async () =>
+      counted(
+        await viaPodProxy(client, '/metrics'),
+        new RegExp(`direction="egress",service="${ns}/web".*status="200"`),
+      );
+    const ingress = async () =>
+      counted(
+        await viaPodProxy(web, '/metrics'),
+        new RegExp(`direction="ingress".*caller="${ns}/default",status="200"`),
+      );
+    const [egress0, ingress0] = [await egress(), await ingress()];
+    for (let i = 0; i < 3; i++) assert.equal((await callWeb(client)).stdout.trim(), BODY);
+    assert.equal((await egress()) - egress0, 3, "the client's sidecar counted the 3 calls to the Service");
+    assert.equal(
+      (await ingress()) - ingress0,
+      3,
+      "the server's sidecar counted the 3 calls, from the client's identity",
+    );
+  });
+
+  test('a pod without the mesh is refused by the strict server: 403 mesh_caller_denied', async () => {
+    const vip = JSON.parse((await kubectl(['-n', ns, 'get', 'service', 'web', '-o', 'json'])).stdout) as {
+      spec: { clusterIP: string };
+    };
+    await kubectl([
+      '-n',
+      other,
+      'run',
+      'plain',
+      `--image=${c.node.images.busybox}`,
+      '--image-pull-policy=Never',
+      '--restart=Never',
+      '--',
+      'sleep',
+      '600',
+    ]);
+    await kubectl(['-n', other, 'wait', '--for=condition=Ready', 'pod/plain', '--timeout=90s']);
+    const res = await kubectl(
+      ['-n', other, 'exec', 'plain', '--', 'wget', '-qO-', '-S', `http://${vip.spec.clusterIP}/index.html`],
+      { allowFail: true },
+    );
+    assert.match(res.stderr + res.stdout, /403 Forbidden/);
+    const web = (await podOf('web')).metadata.name;
+    assert.ok(counted(await viaPodProxy(web, '/metrics'), /status="403",error="mesh_caller_denied"/) >= 1);
+  });
+
+  test('the rewritten readiness probe passes when the kubelet calls it, and fails while the app fails', async () => {
+    const web = await podOf('web');
+    const spec = JSON.parse(
+      (await kubectl(['-n', ns, 'get', 'pod', web.metadata.name, '-o', 'json'])).stdout,
+    ) as {
+      spec: { containers: { name: string; readinessProbe?: { httpGet?: { path: string; port: number } } }[] };
+    };
+    const probe = spec.spec.containers.find((x) => x.name === 'app')?.readinessProbe?.httpGet;
+    assert.deepEqual(probe, { path: '/app-health/app/readyz', port: 7402, scheme: 'HTTP' });
+    const ready = async (want: boolean): Promise<void> => {
+      const deadline = Date.now() + 60_000;
+      let last = '';
+      while (Date.now() < deadline) {
+        last = (
+          await kubectl([
+            '-n',
+            ns,
+            'get',
+            'pod',
+            web.metadata.name,
+            '-o',
+            'jsonpath={.status.containerStatuses[?(@.name=="app")].ready}',
+          ])
+        ).stdout;
+        if (last === String(want)) return;
+        await new Promise((r) => setTimeout(r, 500));
+      }
+      assert.fail(`app ready=${last}, want ${want}`);
+    };
+    await kubectl([
+      '-n',
+      ns,
+      'exec',
+      web.metadata.name,
+      '-c',
+      'app',
+      '--',
+      'busybox',
+      'mv',
+      '/www/index.html',
+      '/www/gone',
+    ]);
+    await ready(false);
+    await kubectl([
+      '-n',
+      ns,
+      'exec',
+      web.metadata.name,
+      '-c',
+      'app',
+      '--',
+      'busybox',
+      'mv',
+      '/www/gone',
+      '/www/index.html',
+    ]);
+    await ready(true);
+  });
+
+  test('outrigger check passes on this cluster, and names the webhook when its Deployment has no replicas', async () => {
+    const kc = ['--kubeconfig', c.cluster.kubeconfigPath];
+    const ok = await cli(['check', ...kc], { allowFail: true });
+    assert.equal(ok.code, 0, ok.stdout + ok.stderr);
+    await kubectl(['-n', 'outrigger-system', 'scale', 'deploy/outrigger-webhook', '--replicas=0']);
+    await kubectl(
+      [
+        '-n',
+        'outrigger-system',
+        'wait',
+        '--for=delete',
+        'pod',
+        '-l',
+        'app.kubernetes.io/component=webhook',
+        '--timeout=60s',
+      ],
+      {
+        allowFail: true,
+      },
+    );
+    const broken = await cli(['check', ...kc], { allowFail: true });
+    assert.equal(broken.code, 1, broken.stdout);
+    assert.match(broken.stdout, /outrigger-webhook/);
+    await kubectl(['-n', 'outrigger-system', 'scale', 'deploy/outrigger-webhook', '--replicas=2']);
+    await kubectl([
+      '-n',
+      'outrigger-system',
+      'rollout',
+      'status',
+      'deploy/outrigger-webhook',
+      '--timeout=120s',
+    ]);
+  });
+
+  test('with the API server stopped, the app reaches the server through both sidecars, also after its sidecar restarts', async () => {
+    const client = await podOf('client');
+    const vip = JSON.parse((await kubectl(['-n', ns, 'get', 'service', 'web', '-o', 'json'])).stdout) as {
+      spec: { clusterIP: string };
+    };
+    const procs = () => podProcesses(c.node.cgroup, client.metadata.uid);
+    const app = procs().find((p) => p.cmdline.startsWith('sh -c trap') || p.cmdline.startsWith('sleep'));
+    assert.ok(app, JSON.stringify(procs()));
+    // kubectl exec needs the API server: enter the client pod's network namespace directly (its
+    // capture rules send this connection to its sidecar as they do the app's).
+    const get = () =>
+      run(
+        'nsenter',
+        [
+          '-t',
+          String(app.pid),
+          '-n',
+          '--',
+          'curl',
+          '-sS',
+          '--max-time',
+          '5',
+          `http://${vip.spec.clusterIP}/index.html`,
+        ],
+        {
+          allowFail: true,
+        },
+      );
+    assert.equal((await get()).stdout.trim(), BODY, 'before the outage');
+    await c.cluster.apiserverStop();
+    const outage: string[] = [];
+    let restarted: boolean | undefined;
+    try {
+      for (let i = 0; i < 3; i++) outage.push((await get()).stdout.trim());
+      // The sidecar dies mid-outage; the kubelet restarts it (a native sidecar) with no API server.
+      const sidecar = procs().find((p) => p.cmdline.includes('main.js proxy'));
+      assert.ok(sidecar, JSON.stringify(procs()));
+      process.kill(sidecar.pid, 'SIGKILL');
+      const deadline = Date.now() + 60_000;
+      let last: ExecResult | undefined;
+      while (Date.now() < deadline && last?.stdout.trim() !== BODY) {
+        await new Promise((r) => setTimeout(r, 500));
+        last = await get();
+      }
+      outage.push(last?.stdout.trim() || (last?.stderr.trim() ?? ''));
+      const again = procs().find((p) => p.cmdline.includes('main.js proxy'));
+      restarted = again !== undefined && again.pid !== sidecar.pid;
+    } finally {
+      await c.cluster.apiserverStart();
+    }
+    // What it routed by, in its own words: its snapshot, and the certificate it had stored.
+    const logs = (await kubectl(['-n', ns, 'logs', client.metadata.name, '-c', 'outrigger-proxy'])).stdout;
+    assert.deepEqual(
+      outage,
+      [BODY, BODY, BODY, BODY],
+      `3 calls, then one after the restart; sidecar log:\n${logs}`,
+    );
+    assert.ok(restarted, 'a new sidecar process answered');
+    assert.match(logs, /snapshot loaded; serving it as stale/);
+    assert.match(logs, /using the stored identity/);
+  });
+});
+
+/** The pod's processes (they share its network namespace), from the node's cgroup tree. */
+function podProcesses(cgroup: string, uid: string): { pid: number; cmdline: string }[] {
+  const dirs = [path.join('/sys/fs/cgroup/pids', cgroup, 'kubepods')];
+  while (dirs.length > 0) {
+    const dir = dirs.shift() ?? '';
+    for (const e of readdirSync(dir, { withFileTypes: true }).filter((x) => x.isDirectory())) {
+      const sub = path.join(dir, e.name);
+      if (e.name !== `pod${uid}`) {
+        dirs.push(sub);
+        continue;
+      }
+      return readdirSync(sub, { withFileTypes: true })
+        .filter((x) => x.isDirectory())
+        .flatMap((ctr) => readFileSync(path.join(sub, ctr.name, 'cgroup.procs'), 'utf8').split('\n'))
+        .filter(Boolean)
+        .map((pid) => ({ pid: Number(pid), cmdline: cmdline(pid) }));
+    }
+  }
+  throw new Error(`pod ${uid} has no cgroup under /sys/fs/cgroup/pids/${cgroup}/kubepods`);
+}
+
+function cmdline(pid: string): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').trim();
+  } catch {
+    return ''; // exited meanwhile
+  }
+}
