@@ -49,9 +49,8 @@ export interface MeshDialStats {
  *    or no certificate of our own yet, fails this connect (the balancer retries elsewhere);
  *    anyone who can forge a reset must not be able to make us send the request in clear.
  *  - not meshed (its pod has no mesh port): plaintext, without trying the mesh port.
- *  - not known (the Service declares no mesh port, or a passthrough destination): the mesh port
- *    is tried, and a refused connection marks the endpoint "not meshed" for a while. Only a
- *    refusal downgrades: a reset, a failed handshake or an untrusted certificate is an error.
+ *  - not known (the Service declares no mesh port): the mesh port is tried, and a refused
+ *    connection marks the endpoint "not meshed" for a while. Only a refusal downgrades: a reset, a failed handshake or an untrusted certificate is an error.
  *    Without a valid certificate of its own (not issued yet, or expired) the sidecar dials
  *    plaintext.
  *

@@ -295,8 +295,15 @@ export function meshedAddresses(service: ServiceInfo): ReadonlySet<string> | und
   return new Set(listed.map((e) => e.address));
 }
 
+/**
+ * The cluster's own path to one destination, in plaintext without trying the mesh port: the
+ * address may be a ClusterIP, whose Service port kube-proxy translates to the pod's, so a mesh
+ * listener reached through it would be told the Service port instead of the app's; or a host
+ * outside the cluster, which may drop packets to the mesh port until the connect times out.
+ */
 function single(policy: EgressPolicy, target: Destination, service?: string, stale = false): Decision {
-  const up = { id: endpointId(target.address, target.port), host: target.address, port: target.port };
+  const id = endpointId(target.address, target.port);
+  const up: Upstream = { id, host: target.address, port: target.port, meshed: false, poolKey: `${id} plain` };
   return {
     kind: 'plan',
     ...(service ? { service } : {}),

@@ -204,3 +204,29 @@ test('a connection opened in plaintext is not reused once the Service lists its 
   assert.equal(app.received(), first, 'the request did not go down the plaintext connection');
   assert.equal(after.status, 502, after.body);
 });
+
+test('HTTP to a destination that is no Service endpoint goes in plaintext to that address, without trying the mesh port', async (t) => {
+  // A ClusterIP discovery knows nothing about (a sidecar restarted during an API outage before it
+  // stored a snapshot) is such a destination: through it, the mesh port would reach a pod's mesh
+  // listener that is told the Service port, not the app's.
+  const ca = await testCa();
+  const target = await recordingApp('127.0.0.2', t);
+  const meshPort = await resettingMeshPort('127.0.0.2', t);
+  const client = await meshedSidecar(t, {
+    host: '127.0.0.1',
+    peerPort: meshPort,
+    tls: new MeshTls(fixedSources(await credentialsFor(ca, WEB), ca.trustBundle), TD),
+  });
+  for (let i = 0; i < 2; i++) {
+    const r = await send(client.egress, { headers: { host: `127.0.0.2:${target.port}` } });
+    assert.equal(r.status, 200, r.body);
+  }
+  assert.match(target.received(), /^GET \/ HTTP\/1\.1\r\n/);
+  const egress = statsOf(client);
+  assert.deepEqual(
+    { mtls: egress.mtls, notMeshed: egress.notMeshed, failed: egress.failed },
+    { mtls: 0, notMeshed: 0, failed: 0 },
+    'the mesh port was never tried',
+  );
+  assert.ok(egress.plaintext >= 1, JSON.stringify(egress));
+});
