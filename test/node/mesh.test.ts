@@ -33,6 +33,8 @@ const cli = (args: string[], opts: { allowFail?: boolean; input?: string } = {})
 
 /** The server answers with this body; the client calls it by the Service's DNS name. */
 const BODY = 'hello-from-web';
+/** A Service without mutual TLS that the client first calls during the API outage. */
+const LEGACY = 'hello-from-legacy';
 
 function workloads(ns: string, busybox: string): string {
   // `trap`: busybox as PID 1 ignores SIGTERM, which would hold every rollout for the grace period.
@@ -62,6 +64,28 @@ spec:
   ports:
   - {name: http, port: 80, targetPort: 8080}
   - {name: outrigger-mesh, port: 7403, targetPort: outrigger-mesh}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: legacy, namespace: ${ns}}
+spec:
+  selector: {matchLabels: {app: legacy}}
+  template:
+    metadata: {labels: {app: legacy}}
+    spec:
+      terminationGracePeriodSeconds: 5
+      containers:
+      - name: app
+        image: ${busybox}
+        imagePullPolicy: Never
+        command: [sh, -c, 'mkdir -p /www && echo ${LEGACY} >/www/index.html && exec httpd -f -p 8080 -h /www']
+---
+apiVersion: v1
+kind: Service
+metadata: {name: legacy, namespace: ${ns}}
+spec:
+  selector: {app: legacy}
+  ports: [{name: http, port: 80, targetPort: 8080}]
 ---
 apiVersion: apps/v1
 kind: Deployment
@@ -156,7 +180,7 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
     for (const d of ['outrigger-webhook', 'outrigger-identity'])
       await kubectl(['-n', 'outrigger-system', 'rollout', 'status', `deploy/${d}`, '--timeout=180s'], {});
     await kubectl(['apply', '-f', '-'], { input: workloads(ns, c.node.images.busybox) });
-    for (const d of ['web', 'client'])
+    for (const d of ['web', 'legacy', 'client'])
       await kubectl(['-n', ns, 'rollout', 'status', `deploy/${d}`, '--timeout=180s']);
   });
   after(async () => {
@@ -334,30 +358,24 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
     ]);
   });
 
-  test('with the API server stopped, the app reaches the server through both sidecars, also after its sidecar restarts', async () => {
+  test("with the API server stopped, the app reaches the server through both sidecars, also after its sidecar restarts, and a Service it never called through the cluster's own path", async () => {
     const client = await podOf('client');
-    const vip = JSON.parse((await kubectl(['-n', ns, 'get', 'service', 'web', '-o', 'json'])).stdout) as {
-      spec: { clusterIP: string };
-    };
+    const clusterIP = async (name: string) =>
+      (
+        JSON.parse((await kubectl(['-n', ns, 'get', 'service', name, '-o', 'json'])).stdout) as {
+          spec: { clusterIP: string };
+        }
+      ).spec.clusterIP;
+    const [webIP, legacyIP] = [await clusterIP('web'), await clusterIP('legacy')];
     const procs = () => podProcesses(c.node.cgroup, client.metadata.uid);
     const app = procs().find((p) => p.cmdline.startsWith('sh -c trap') || p.cmdline.startsWith('sleep'));
     assert.ok(app, JSON.stringify(procs()));
     // kubectl exec needs the API server: enter the client pod's network namespace directly (its
     // capture rules send this connection to its sidecar as they do the app's).
-    const get = () =>
+    const get = (ip = webIP) =>
       run(
         'nsenter',
-        [
-          '-t',
-          String(app.pid),
-          '-n',
-          '--',
-          'curl',
-          '-sS',
-          '--max-time',
-          '5',
-          `http://${vip.spec.clusterIP}/index.html`,
-        ],
+        ['-t', String(app.pid), '-n', '--', 'curl', '-sS', '--max-time', '5', `http://${ip}/index.html`],
         {
           allowFail: true,
         },
@@ -368,6 +386,8 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
     let restarted: boolean | undefined;
     try {
       for (let i = 0; i < 3; i++) outage.push((await get()).stdout.trim());
+      // Its endpoints were never fetched: the sidecar passes the call to the ClusterIP (kube-proxy).
+      outage.push((await get(legacyIP)).stdout.trim());
       // The sidecar dies mid-outage; the kubelet restarts it (a native sidecar) with no API server.
       const sidecar = procs().find((p) => p.cmdline.includes('main.js proxy'));
       assert.ok(sidecar, JSON.stringify(procs()));
@@ -388,8 +408,8 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
     const logs = (await kubectl(['-n', ns, 'logs', client.metadata.name, '-c', 'outrigger-proxy'])).stdout;
     assert.deepEqual(
       outage,
-      [BODY, BODY, BODY, BODY],
-      `3 calls, then one after the restart; sidecar log:\n${logs}`,
+      [BODY, BODY, BODY, LEGACY, BODY],
+      `3 calls, one to the Service never called, one after the restart; sidecar log:\n${logs}`,
     );
     assert.ok(restarted, 'a new sidecar process answered');
     assert.match(logs, /snapshot loaded; serving it as stale/);
