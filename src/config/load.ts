@@ -126,6 +126,7 @@ const NON_OPTION_ENV = [
   ].map((k) => `OUTRIGGER_IDENTITY_${k}`),
   'OUTRIGGER_CLUSTER_DIR',
   'OUTRIGGER_TESTBINS',
+  'OUTRIGGER_NODE_NETNS',
 ];
 
 export const knownEnv: ReadonlySet<string> = new Set([

@@ -114,12 +114,15 @@ test('demo --requests rejects what it cannot run, naming the flag and the range'
   }
 });
 
+/** What `eval "$(scripts/test-cluster env)"` exports (with a node), as the README has users do. */
+const testClusterEnv = { OUTRIGGER_CLUSTER_DIR: '/tmp/x', OUTRIGGER_NODE_NETNS: 'ortnode-1' };
+
 test('a misspelled OUTRIGGER_* variable is warned about, naming the nearest valid one', async () => {
   const r = await runCli(['iptables', '--dry-run'], { env: { OUTRIGGER_EGRES_PORT: '7000' } });
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stderr, /OUTRIGGER_EGRES_PORT.*OUTRIGGER_EGRESS_PORT/);
   const known = await runCli(['iptables', '--dry-run'], {
-    env: { OUTRIGGER_EGRESS_PORT: '7000', OUTRIGGER_POD_IP: '10.0.0.1', OUTRIGGER_CLUSTER_DIR: '/tmp/x' },
+    env: { OUTRIGGER_EGRESS_PORT: '7000', OUTRIGGER_POD_IP: '10.0.0.1', ...testClusterEnv },
   });
   assert.equal(known.stderr, '', 'known variables draw no warning');
 });
