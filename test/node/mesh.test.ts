@@ -36,72 +36,11 @@ const BODY = 'hello-from-web';
 /** A Service without mutual TLS that the client first calls during the API outage. */
 const LEGACY = 'hello-from-legacy';
 
+/** scripts/test-node/shop.yaml (the README's example), in the test's own namespace. */
 function workloads(ns: string, busybox: string): string {
-  // `trap`: busybox as PID 1 ignores SIGTERM, which would hold every rollout for the grace period.
-  return `
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: ${ns}}
-spec:
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}, annotations: {outrigger.dev/mtls: strict}}
-    spec:
-      terminationGracePeriodSeconds: 5
-      containers:
-      - name: app
-        image: ${busybox}
-        imagePullPolicy: Never
-        command: [sh, -c, 'mkdir -p /www && echo ${BODY} >/www/index.html && exec httpd -f -p 8080 -h /www']
-        ports: [{containerPort: 8080}]
-        readinessProbe: {httpGet: {path: /index.html, port: 8080}, periodSeconds: 1, failureThreshold: 2}
----
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: ${ns}}
-spec:
-  selector: {app: web}
-  ports:
-  - {name: http, port: 80, targetPort: 8080}
-  - {name: outrigger-mesh, port: 7403, targetPort: outrigger-mesh}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: legacy, namespace: ${ns}}
-spec:
-  selector: {matchLabels: {app: legacy}}
-  template:
-    metadata: {labels: {app: legacy}}
-    spec:
-      terminationGracePeriodSeconds: 5
-      containers:
-      - name: app
-        image: ${busybox}
-        imagePullPolicy: Never
-        command: [sh, -c, 'mkdir -p /www && echo ${LEGACY} >/www/index.html && exec httpd -f -p 8080 -h /www']
----
-apiVersion: v1
-kind: Service
-metadata: {name: legacy, namespace: ${ns}}
-spec:
-  selector: {app: legacy}
-  ports: [{name: http, port: 80, targetPort: 8080}]
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: client, namespace: ${ns}}
-spec:
-  selector: {matchLabels: {app: client}}
-  template:
-    metadata: {labels: {app: client}, annotations: {outrigger.dev/mtls: permissive}}
-    spec:
-      terminationGracePeriodSeconds: 5
-      containers:
-      - name: app
-        image: ${busybox}
-        imagePullPolicy: Never
-        command: [sh, -c, 'trap "exit 0" TERM; sleep 3600 & wait']
-`;
+  const yaml = readFileSync(path.join(repoRoot, 'scripts/test-node/shop.yaml'), 'utf8');
+  assert.ok(yaml.includes(`image: ${busybox}`), `shop.yaml runs the node's busybox image ${busybox}`);
+  return yaml.replaceAll('namespace: shop}', `namespace: ${ns}}`);
 }
 
 describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }, () => {
