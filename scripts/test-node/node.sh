@@ -576,6 +576,69 @@ YAML
   wait_node_log coredns "CoreDNS-" 60
 }
 
+# Jaeger, when built, runs as a process on the node too, answering OTLP/HTTP on the node's address;
+# the Service observability/jaeger (the name sidecars export to by default) points at it. Its
+# query API (16686) answers on that address, inside the node's namespace only.
+start_jaeger() {
+  local n
+  n="$(node_dir)"
+  cat >"$n/jaeger.yaml" <<YAML
+service:
+  extensions: [jaeger_storage, jaeger_query]
+  pipelines:
+    traces: {receivers: [otlp], exporters: [jaeger_storage_exporter]}
+  telemetry:
+    metrics: {level: none}
+extensions:
+  jaeger_storage:
+    backends: {mem: {memory: {max_traces: 100000}}}
+  jaeger_query:
+    storage: {traces: mem}
+    http: {endpoint: "$NODE_IP:16686"}
+    grpc: {endpoint: "$NODE_IP:16685"}
+receivers:
+  otlp:
+    protocols:
+      http: {endpoint: "$NODE_IP:4318"}
+exporters:
+  jaeger_storage_exporter: {trace_storage: mem}
+YAML
+  admin_kubectl apply -f - >/dev/null <<YAML || die "creating the jaeger Service failed"
+apiVersion: v1
+kind: Namespace
+metadata: {name: observability}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: jaeger, namespace: observability}
+spec:
+  ports:
+  - {name: otlp-http, port: 4318, protocol: TCP, targetPort: 4318}
+  - {name: query, port: 16686, protocol: TCP, targetPort: 16686}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: jaeger-node
+  namespace: observability
+  labels: {kubernetes.io/service-name: jaeger, endpointslice.kubernetes.io/managed-by: outrigger-test}
+addressType: IPv4
+endpoints: [{addresses: ["$NODE_IP"], conditions: {ready: true}, nodeName: $NODE_NAME}]
+ports:
+- {name: otlp-http, port: 4318, protocol: TCP}
+- {name: query, port: 16686, protocol: TCP}
+YAML
+  start_node_daemon jaeger net "$JAEGER_BIN/jaeger" --config "$n/jaeger.yaml"
+  local i
+  for ((i = 0; i < 120; i++)); do
+    in_node_net curl -fsS --max-time 1 "http://$NODE_IP:16686/api/services" >/dev/null 2>&1 && return 0
+    pid_alive "$STATE/jaeger.pid" || break
+    sleep 0.25
+  done
+  tail -n 30 "$n/jaeger.log" >&2 || true
+  die "jaeger failed to start on the node"
+}
+
 start_node() {
   local with_dns="$1" start=$SECONDS
   mkdir -p "$(node_dir)"
@@ -584,8 +647,8 @@ start_node() {
   # Names derived from the state directory: one node per cluster, several clusters side by side.
   local id
   id="$(printf '%s' "$STATE" | sha256sum | cut -c1-8)"
-  printf 'NODE_NETNS=ortnode-%s\nNODE_CGROUP=outrigger-%s\nNODE_NAME=%s\nNODE_IP=%s\nPOD_CIDR=%s\nCLUSTER_DNS=%s\nCOREDNS=%s\nBUSYBOX_IMAGE=%s\nPAUSE_IMAGE=%s\n' \
-    "$id" "$id" "$NODE_NAME" "$NODE_IP" "$POD_CIDR" "$CLUSTER_DNS" "$with_dns" "$BUSYBOX_IMAGE" "$PAUSE_IMAGE" >"$STATE/node.env"
+  printf 'NODE_NETNS=ortnode-%s\nNODE_CGROUP=outrigger-%s\nNODE_NAME=%s\nNODE_IP=%s\nPOD_CIDR=%s\nCLUSTER_DNS=%s\nCOREDNS=%s\nJAEGER=%s\nBUSYBOX_IMAGE=%s\nPAUSE_IMAGE=%s\n' \
+    "$id" "$id" "$NODE_NAME" "$NODE_IP" "$POD_CIDR" "$CLUSTER_DNS" "$with_dns" "$([ -x "$JAEGER_BIN/jaeger" ] && echo 1 || echo 0)" "$BUSYBOX_IMAGE" "$PAUSE_IMAGE" >"$STATE/node.env"
   load_node_env
   log "node: network namespace $NODE_NETNS (node IP $NODE_IP on its lo), mount namespace, cgroup /$NODE_CGROUP"
   [ -e "$(node_netns_path)" ] || create_node_netns
@@ -609,6 +672,10 @@ start_node() {
   if [ "$with_dns" = 1 ]; then
     log "node: coredns v$COREDNS_VERSION on $NODE_IP:53, Service kube-system/kube-dns $CLUSTER_DNS"
     start_coredns
+  fi
+  if [ -x "$JAEGER_BIN/jaeger" ]; then
+    log "node: jaeger v$JAEGER_VERSION on $NODE_IP (OTLP/HTTP 4318, query 16686), Service observability/jaeger"
+    start_jaeger
   fi
   log "node $NODE_NAME Ready in $((SECONDS - start)) s"
 }
@@ -639,6 +706,7 @@ stop_node() {
       sleep 0.25
     done
   fi
+  stop_pid jaeger
   stop_pid coredns
   stop_pid kube-scheduler
   stop_pid kube-proxy

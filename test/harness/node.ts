@@ -36,6 +36,8 @@ export interface NodeInfo {
   /** kube-dns's ClusterIP; answered only when `dns` is true. */
   clusterDns: string;
   dns: boolean;
+  /** Jaeger runs on the node (OTLP/HTTP :4318, query :16686 on its address), Service observability/jaeger. */
+  jaeger: boolean;
   /** Locally built images already imported into the node's containerd. */
   images: { busybox: string; pause: string };
 }
@@ -154,6 +156,7 @@ export async function startNodeCluster(): Promise<TestNodeCluster> {
     cgroup: need('NODE_CGROUP'),
     clusterDns: need('CLUSTER_DNS'),
     dns: env.COREDNS === '1',
+    jaeger: env.JAEGER === '1',
     images: { busybox: need('BUSYBOX_IMAGE'), pause: need('PAUSE_IMAGE') },
   };
   const kubectl = testBinaries().kubectl;

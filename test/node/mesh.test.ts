@@ -16,7 +16,7 @@ import {
   type PodView,
   type TestNodeCluster,
 } from '../harness/node.ts';
-import { inCI, repoRoot } from '../harness/tools.ts';
+import { inCI, repoRoot, requireTool } from '../harness/tools.ts';
 
 const archive = process.env.OUTRIGGER_IMAGE_ARCHIVE ?? path.join(repoRoot, '.outrigger/images/outrigger.tar');
 const version = (JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string })
@@ -178,6 +178,34 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
     );
   });
 
+  test("Jaeger on the node holds the call as one trace: the client's span, and the server's as its child", async (t) => {
+    if (!requireTool(t, c.node.jaeger, 'Jaeger', "run 'scripts/test-cluster build jaeger'")) return;
+    type Trace = {
+      traceID: string;
+      processes: Record<string, { serviceName: string }>;
+      spans: { spanID: string; processID: string; references?: { spanID: string }[] }[];
+    };
+    const url = `http://${c.node.ip}:16686/api/traces?service=client&limit=50`;
+    const deadline = Date.now() + 30_000;
+    let traces: Trace[];
+    for (;;) {
+      traces = (
+        JSON.parse((await c.inNode(['curl', '-sS', '--max-time', '5', url])).stdout) as { data: Trace[] }
+      ).data;
+      const hops = traces.map((tr) => {
+        const service = (s: Trace['spans'][number]) => tr.processes[s.processID]?.serviceName;
+        const client = tr.spans.find((s) => service(s) === 'client');
+        return tr.spans.some(
+          (s) => service(s) === 'web' && s.references?.some((r) => r.spanID === client?.spanID),
+        );
+      });
+      if (hops.includes(true)) return;
+      if (Date.now() > deadline) break;
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+    assert.fail(`no trace with a client span and a web child span: ${JSON.stringify(traces).slice(0, 2000)}`);
+  });
+
   test('a pod without the mesh is refused by the strict server: 403 mesh_caller_denied', async () => {
     const vip = JSON.parse((await kubectl(['-n', ns, 'get', 'service', 'web', '-o', 'json'])).stdout) as {
       spec: { clusterIP: string };
@@ -261,6 +289,68 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
       '/www/index.html',
     ]);
     await ready(true);
+  });
+
+  test('the gateway, as a Deployment behind its Service, serves an Ingress to a pod', async () => {
+    await kubectl(['apply', '-k', path.join(repoRoot, 'manifests/gateway')]);
+    await kubectl(['apply', '-f', '-'], {
+      input: JSON.stringify({
+        apiVersion: 'networking.k8s.io/v1',
+        kind: 'Ingress',
+        metadata: { name: 'legacy', namespace: ns },
+        spec: {
+          ingressClassName: 'outrigger',
+          rules: [
+            {
+              host: 'legacy.example.com',
+              http: {
+                paths: [
+                  {
+                    path: '/',
+                    pathType: 'Prefix',
+                    backend: { service: { name: 'legacy', port: { name: 'http' } } },
+                  },
+                ],
+              },
+            },
+          ],
+        },
+      }),
+    });
+    await kubectl([
+      '-n',
+      'outrigger-gateway',
+      'rollout',
+      'status',
+      'deploy/outrigger-gateway',
+      '--timeout=180s',
+    ]);
+    const svc = JSON.parse(
+      (await kubectl(['-n', 'outrigger-gateway', 'get', 'service', 'outrigger-gateway', '-o', 'json']))
+        .stdout,
+    ) as {
+      spec: { clusterIP: string };
+    };
+    // From the node (the host has no route to the cluster's addresses), as a client outside it.
+    const deadline = Date.now() + 60_000;
+    let last: ExecResult | undefined;
+    while (Date.now() < deadline) {
+      last = await c.inNode(
+        [
+          'curl',
+          '-sS',
+          '--max-time',
+          '5',
+          '-H',
+          'Host: legacy.example.com',
+          `http://${svc.spec.clusterIP}/index.html`,
+        ],
+        { allowFail: true },
+      );
+      if (last.stdout.trim() === LEGACY) return;
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+    assert.fail(`the gateway did not serve the Ingress: ${JSON.stringify(last)}`);
   });
 
   test('outrigger check passes on this cluster, and names the webhook when its Deployment has no replicas', async () => {
