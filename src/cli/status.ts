@@ -1,7 +1,7 @@
 import { Command } from 'commander';
 import { OutriggerError } from '../shared/errors.ts';
 import { ADMIN_DEFAULT, ADMIN_HELP, adminBase, adminGet } from './admin-url.ts';
-import { addOutputOptions, wantsJson } from './common.ts';
+import { addOutputOptions, defaultKubeconfig, KUBECONFIG_HELP, wantsJson } from './common.ts';
 
 /**
  * `outrigger status [--admin URL]`: reads a running sidecar's admin API (/readyz and
@@ -109,33 +109,69 @@ export function formatIdentity(v: IdentityView, now: number): string {
   return lines.join('\n');
 }
 
+interface StatusFlags {
+  admin: string;
+  namespace?: string;
+  allNamespaces?: boolean;
+  kubeconfig?: string;
+  json?: boolean;
+  output?: string;
+}
+
 export function statusCommand(): Command {
   const cmd = new Command('status')
-    .description("print a running sidecar's discovery state from its admin API; exit 1 when it is not ready")
-    .option('--admin <url>', ADMIN_HELP, ADMIN_DEFAULT);
-  return addOutputOptions(cmd, 'print the raw /debug/discovery JSON').action(
-    async (flags: { admin: string; json?: boolean; output?: string }) => {
-      const base = adminBase(flags.admin);
-      const ready = await adminGet(base, '/readyz', 'json');
-      const discovery = await adminGet(base, '/debug/discovery', 'json');
-      // Absent (404) when the sidecar runs without mutual TLS.
-      const identity = await adminGet(base, '/debug/identity', 'json');
-      if (discovery.status !== 200)
-        throw new OutriggerError(
-          'kube_forbidden',
-          `${base.origin}/debug/discovery answered ${discovery.status} (it answers on loopback only: kubectl exec into the pod, or kubectl port-forward)`,
-        );
-      const isReady = ready.status === 200;
-      if (!isReady) process.exitCode = 1;
-      if (wantsJson(flags)) {
-        process.stdout.write(JSON.stringify(discovery.body, null, 2) + '\n');
-        return;
-      }
-      const id = identity.status === 200 ? (identity.body as IdentityView) : undefined;
-      if (id) process.stdout.write(formatIdentity(id, Date.now()) + '\n\n');
-      const d = discovery.body as DiscoveryView;
-      const why = isReady ? [] : notReadyReasons(ready.body as ReadyView, d, id);
-      process.stdout.write(formatStatus(isReady, d, Date.now(), why) + '\n');
-    },
+    .description(
+      "print a running sidecar's discovery state from its admin API, or with -n/-A every injected pod's sidecar through the API server; exit 1 when one is not ready",
+    )
+    .option('--admin <url>', ADMIN_HELP, ADMIN_DEFAULT)
+    .option(
+      '-n, --namespace <ns>',
+      "the sidecars of this namespace's injected pods, through the API server's pod proxy",
+    )
+    .option('-A, --all-namespaces', 'the sidecars of every injected pod, through the API server')
+    .option('--kubeconfig <path>', `with -n or -A: ${KUBECONFIG_HELP}`);
+  return addOutputOptions(
+    cmd,
+    'print the raw /debug/discovery JSON (with -n or -A: the rows as JSON)',
+  ).action(async (flags: StatusFlags) => {
+    if (flags.namespace !== undefined || flags.allNamespaces) return fleetStatus(flags);
+    const base = adminBase(flags.admin);
+    const ready = await adminGet(base, '/readyz', 'json');
+    const discovery = await adminGet(base, '/debug/discovery', 'json');
+    // Absent (404) when the sidecar runs without mutual TLS.
+    const identity = await adminGet(base, '/debug/identity', 'json');
+    if (discovery.status !== 200)
+      throw new OutriggerError(
+        'kube_forbidden',
+        `${base.origin}/debug/discovery answered ${discovery.status} (it answers on loopback only: kubectl exec into the pod, or kubectl port-forward)`,
+      );
+    const isReady = ready.status === 200;
+    if (!isReady) process.exitCode = 1;
+    if (wantsJson(flags)) {
+      process.stdout.write(JSON.stringify(discovery.body, null, 2) + '\n');
+      return;
+    }
+    const id = identity.status === 200 ? (identity.body as IdentityView) : undefined;
+    if (id) process.stdout.write(formatIdentity(id, Date.now()) + '\n\n');
+    const d = discovery.body as DiscoveryView;
+    const why = isReady ? [] : notReadyReasons(ready.body as ReadyView, d, id);
+    process.stdout.write(formatStatus(isReady, d, Date.now(), why) + '\n');
+  });
+}
+
+async function fleetStatus(flags: StatusFlags): Promise<void> {
+  const kubeconfig = flags.kubeconfig ?? defaultKubeconfig();
+  if (!kubeconfig)
+    throw new OutriggerError('config_invalid', 'no kubeconfig: pass --kubeconfig PATH or set KUBECONFIG');
+  // Loaded on use: the single-sidecar status needs no API client.
+  const [{ openKubeApi }, { readFleet, formatFleet }] = await Promise.all([
+    import('./kube-api.ts'),
+    import('./fleet.ts'),
+  ]);
+  const fleet = await readFleet(
+    await openKubeApi(kubeconfig),
+    flags.allNamespaces ? undefined : flags.namespace,
   );
+  if (fleet.sidecars.some((s) => s.ready !== 'yes')) process.exitCode = 1;
+  process.stdout.write((wantsJson(flags) ? JSON.stringify(fleet, null, 2) : formatFleet(fleet)) + '\n');
 }

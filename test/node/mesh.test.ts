@@ -353,6 +353,37 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
     assert.fail(`the gateway did not serve the Ingress: ${JSON.stringify(last)}`);
   });
 
+  test("outrigger status -n lists every injected pod with its sidecar ready and on the control plane's version; version shows the server side", async () => {
+    const kc = ['--kubeconfig', c.cluster.kubeconfigPath];
+    const status = await cli(['status', '-n', ns, '-o', 'json', ...kc], { allowFail: true });
+    assert.equal(status.code, 0, status.stdout + status.stderr);
+    const fleet = JSON.parse(status.stdout) as {
+      controlPlane: string;
+      sidecars: { pod: string; ready: string; version: string; skew: boolean }[];
+    };
+    assert.equal(fleet.controlPlane, version);
+    assert.deepEqual(
+      fleet.sidecars
+        .map((s) => [s.pod.replace(/-[a-z0-9]+-[a-z0-9]+$/, ''), s.ready, s.version, s.skew])
+        .sort(),
+      [
+        ['client', 'yes', version, false],
+        ['legacy', 'yes', version, false],
+        ['web', 'yes', version, false],
+      ],
+    );
+    const text = await cli(['status', '-A', ...kc]);
+    assert.match(text.stdout, /3 sidecar\(s\), 3 ready, 0 on another version/);
+    const v = await cli(['version', ...kc]);
+    assert.match(
+      v.stdout,
+      new RegExp(
+        `^server: {2}Kubernetes v1\\.33\\.4; control plane outrigger ${version.replaceAll('.', '\\.')}$`,
+        'm',
+      ),
+    );
+  });
+
   test('outrigger check passes on this cluster, and names the webhook when its Deployment has no replicas', async () => {
     const kc = ['--kubeconfig', c.cluster.kubeconfigPath];
     const ok = await cli(['check', ...kc], { allowFail: true });

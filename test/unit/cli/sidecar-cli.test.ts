@@ -38,11 +38,11 @@ test('status, version and /metrics of a ready sidecar', async (t) => {
   assert.match(wrong.stderr, /not an Outrigger admin API/);
   assert.doesNotMatch(wrong.stderr, /Unexpected token|JSON/);
 
-  const version = await runCli(['version', '--admin', `127.0.0.1:${admin}`]);
+  const version = await runCli(['version', '--client', '--admin', `127.0.0.1:${admin}`]);
   assert.equal(version.status, 0, version.stderr);
   assert.match(version.stdout, /^client: {2}outrigger 0\.1\.0 \(Node\.js v24\./m);
   assert.match(version.stdout, /^sidecar: outrigger 0\.1\.0 \(Node\.js v24\./m);
-  const vjson = await runCli(['version', '-o', 'json']);
+  const vjson = await runCli(['version', '--client', '-o', 'json']);
   assert.equal(vjson.status, 0, vjson.stderr);
   assert.deepEqual(Object.keys(JSON.parse(vjson.stdout) as object), ['client']);
 });
@@ -96,4 +96,14 @@ test('status of a strict sidecar without a certificate names the certificate, no
     /^not ready: no valid mesh certificate \(strict mTLS needs one\): identity issuer unreachable: connect ECONNREFUSED/m,
   );
   assert.doesNotMatch(r.stdout, /discovery has not synced/);
+});
+
+test("version asks the cluster of the kubeconfig for its side; an unreachable one still shows the client's, then fails naming the API server", async () => {
+  const kubeconfig = closedKubeconfig(mkdtempSync(path.join(os.tmpdir(), 'outrigger-version-')));
+  const r = await runCli(['version', '--kubeconfig', kubeconfig]);
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stdout, /^client: {2}outrigger 0\.1\.0 \(Node\.js v24\./m);
+  assert.match(r.stderr, /cannot reach the API server https:\/\/127\.0\.0\.1:1/);
+  const client = await runCli(['version', '--client', '--kubeconfig', kubeconfig]);
+  assert.equal(client.status, 0, 'the client alone never calls the API');
 });
