@@ -481,16 +481,24 @@ admin_kubectl() { "$K8S_BIN/kubectl" --kubeconfig "$STATE/admin.kubeconfig" "$@"
 # loopback), so the node gives the 'kubernetes' Service its endpoint: the relay on the node's
 # address. The Service's port (443, named https) targets the API server's secure port.
 apply_api_endpoints() {
-  admin_kubectl apply -f - >/dev/null <<YAML || die "giving the kubernetes Service its endpoint failed"
+  node_slice kubernetes-node default kubernetes '[{name: https, port: '"$API_PORT"', protocol: TCP}]' |
+    admin_kubectl apply -f - >/dev/null || die "giving the kubernetes Service its endpoint failed"
+}
+
+# An EndpointSlice of SERVICE in NAMESPACE whose one endpoint is the node's address (a process on
+# the node stands behind the Service), with PORTS as a YAML flow sequence.
+node_slice() {
+  local name="$1" namespace="$2" service="$3" ports="$4"
+  cat <<YAML
 apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
 metadata:
-  name: kubernetes-node
-  namespace: default
-  labels: {kubernetes.io/service-name: kubernetes, endpointslice.kubernetes.io/managed-by: outrigger-test}
+  name: $name
+  namespace: $namespace
+  labels: {kubernetes.io/service-name: $service, endpointslice.kubernetes.io/managed-by: outrigger-test}
 addressType: IPv4
-endpoints: [{addresses: ["$NODE_IP"], conditions: {ready: true}}]
-ports: [{name: https, port: $API_PORT, protocol: TCP}]
+endpoints: [{addresses: ["$NODE_IP"], conditions: {ready: true}, nodeName: $NODE_NAME}]
+ports: $ports
 YAML
 }
 
@@ -560,17 +568,7 @@ spec:
   - {name: dns, port: 53, protocol: UDP, targetPort: 53}
   - {name: dns-tcp, port: 53, protocol: TCP, targetPort: 53}
 ---
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: kube-dns-node
-  namespace: kube-system
-  labels: {kubernetes.io/service-name: kube-dns, endpointslice.kubernetes.io/managed-by: outrigger-test}
-addressType: IPv4
-endpoints: [{addresses: ["$NODE_IP"], conditions: {ready: true}, nodeName: $NODE_NAME}]
-ports:
-- {name: dns, port: 53, protocol: UDP}
-- {name: dns-tcp, port: 53, protocol: TCP}
+$(node_slice kube-dns-node kube-system kube-dns '[{name: dns, port: 53, protocol: UDP}, {name: dns-tcp, port: 53, protocol: TCP}]')
 YAML
   start_node_daemon coredns net "$COREDNS_BIN/coredns" -conf "$n/Corefile"
   wait_node_log coredns "CoreDNS-" 60
@@ -616,17 +614,7 @@ spec:
   - {name: otlp-http, port: 4318, protocol: TCP, targetPort: 4318}
   - {name: query, port: 16686, protocol: TCP, targetPort: 16686}
 ---
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: jaeger-node
-  namespace: observability
-  labels: {kubernetes.io/service-name: jaeger, endpointslice.kubernetes.io/managed-by: outrigger-test}
-addressType: IPv4
-endpoints: [{addresses: ["$NODE_IP"], conditions: {ready: true}, nodeName: $NODE_NAME}]
-ports:
-- {name: otlp-http, port: 4318, protocol: TCP}
-- {name: query, port: 16686, protocol: TCP}
+$(node_slice jaeger-node observability jaeger '[{name: otlp-http, port: 4318, protocol: TCP}, {name: query, port: 16686, protocol: TCP}]')
 YAML
   start_node_daemon jaeger net "$JAEGER_BIN/jaeger" --config "$n/jaeger.yaml"
   local i

@@ -261,33 +261,11 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
       }
       assert.fail(`app ready=${last}, want ${want}`);
     };
-    await kubectl([
-      '-n',
-      ns,
-      'exec',
-      web.metadata.name,
-      '-c',
-      'app',
-      '--',
-      'busybox',
-      'mv',
-      '/www/index.html',
-      '/www/gone',
-    ]);
+    const mv = (from: string, to: string) =>
+      kubectl(['-n', ns, 'exec', web.metadata.name, '-c', 'app', '--', 'busybox', 'mv', from, to]);
+    await mv('/www/index.html', '/www/gone');
     await ready(false);
-    await kubectl([
-      '-n',
-      ns,
-      'exec',
-      web.metadata.name,
-      '-c',
-      'app',
-      '--',
-      'busybox',
-      'mv',
-      '/www/gone',
-      '/www/index.html',
-    ]);
+    await mv('/www/gone', '/www/index.html');
     await ready(true);
   });
 
