@@ -255,3 +255,28 @@ test('the init step loads the capture rules (nft and legacy) as root with NET_AD
   assert.notEqual(denied.status, 0, denied.out);
   assert.match(denied.out, /NET_ADMIN and NET_RAW/);
 });
+
+test("node allocates with jemalloc, configured as the injector configures the sidecar's", async (t) => {
+  const id = image(t);
+  if (!id) return;
+  // The maps name the preloaded library; background_thread:true (MALLOC_CONF) starts jemalloc's
+  // purging thread, which a misspelt or ignored configuration would not.
+  const script = `import { readFileSync, readdirSync } from 'node:fs';
+const maps = readFileSync('/proc/self/maps', 'utf8');
+const junk = [];
+for (let i = 0; i < 2000; i++) junk.push(Buffer.allocUnsafeSlow(4096 + i));
+await new Promise((r) => setTimeout(r, 300));
+const threads = readdirSync('/proc/self/task').map((t) => readFileSync('/proc/self/task/' + t + '/comm', 'utf8').trim());
+console.log(JSON.stringify({ jemalloc: maps.includes('libjemalloc.so.2'), threads, kept: junk.length }));`;
+  const r = node(id, script);
+  assert.equal(r.status, 0, r.out);
+  const seen = JSON.parse(r.out.trim().split('\n').pop() ?? '{}') as { jemalloc: boolean; threads: string[] };
+  assert.equal(seen.jemalloc, true, r.out);
+  assert.ok(
+    seen.threads.includes('jemalloc_bg_thd'),
+    `jemalloc's background thread: ${seen.threads.join(', ')}`,
+  );
+  const { JEMALLOC_CONF } = await import('../../src/injector/containers.ts');
+  const env = podman(['image', 'inspect', '--format', '{{json .Config.Env}}', id]).out;
+  assert.ok((JSON.parse(env) as string[]).includes(`MALLOC_CONF=${JEMALLOC_CONF}`), env);
+});
