@@ -180,7 +180,7 @@ export function resolveCommand(): Command {
   return addOutputOptions(cmd)
     .option('--kubeconfig <path>', KUBECONFIG_HELP)
     .option(
-      '--namespace <ns>',
+      '-n, --namespace <ns>',
       "namespace for a short name (default: the kubeconfig context's, else default)",
     )
     .option('--source <kube|file:PATH>', 'resolve from a YAML file instead of the API server')

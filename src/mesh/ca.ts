@@ -35,7 +35,9 @@ export async function loadCa(
     try {
       return await readFile(path, 'utf8');
     } catch (e) {
-      throw bad(`${flag} ${path}: ${errorMessage(e)}`);
+      // Unreadable is a runtime failure (exit 1), like every command's missing file; bad content is
+      // invalid input (exit 2).
+      throw new OutriggerError('source_invalid', `${flag} ${path}: ${errorMessage(e)}`);
     }
   };
   const [certText, keyText, bundleText] = await Promise.all([

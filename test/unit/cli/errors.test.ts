@@ -186,3 +186,45 @@ test('a listener port held by another process is named by its flag', async (t) =
     new RegExp(`--admin-port ${held} \\(OUTRIGGER_ADMIN_PORT\\): the port is already in use`),
   );
 });
+
+test('a file a flag names that cannot be read exits 1 in every command (identity, webhook), as the README says', async () => {
+  const identity = await runCli([
+    'identity',
+    '--ca-cert',
+    '/nonexistent/ca.crt',
+    '--ca-key',
+    '/nonexistent/ca.key',
+    '--listen',
+    '127.0.0.1:0',
+    '--admin-listen',
+    'off',
+  ]);
+  assert.equal(identity.status, 1, identity.stderr);
+  assert.match(identity.stderr, /--ca-cert \/nonexistent\/ca\.crt/);
+  const webhook = await runCli(['webhook', '--listen', '127.0.0.1:0', '--tls-cert', '/nonexistent/tls.crt']);
+  assert.equal(webhook.status, 1, webhook.stderr);
+});
+
+test('resolve takes -n for --namespace, as inject and status do', async () => {
+  const file = path.join(dir, 'resolve-n.yaml');
+  writeFileSync(
+    file,
+    [
+      'apiVersion: v1',
+      'kind: Service',
+      'metadata: {name: web, namespace: shop}',
+      'spec: {clusterIP: 10.96.0.20, ports: [{name: http, port: 80}]}',
+      '---',
+      'apiVersion: discovery.k8s.io/v1',
+      'kind: EndpointSlice',
+      'metadata: {name: web-1, namespace: shop, labels: {kubernetes.io/service-name: web}}',
+      'addressType: IPv4',
+      'ports: [{name: http, port: 8080}]',
+      'endpoints: [{addresses: [10.1.0.5], conditions: {ready: true}}]',
+      '',
+    ].join('\n'),
+  );
+  const r = await runCli(['resolve', '-n', 'shop', 'web', '--source', `file:${file}`]);
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /10\.1\.0\.5/);
+});
