@@ -32,7 +32,8 @@ const labelCommand = (ns: string): string =>
 /** A key that means the injection label but is not it: another value, an annotation, a typo. */
 export function nearMiss(ns: Meta): string | undefined {
   const value = ns.labels?.[INJECTION_LABEL];
-  if (value === 'enabled') return undefined;
+  // "disabled" is the explicit opt-out (the gateway's own namespace carries it), not a near miss.
+  if (value === 'enabled' || value === 'disabled') return undefined;
   if (value !== undefined) return `label ${INJECTION_LABEL}=${JSON.stringify(value)} is not "enabled"`;
   if (ns.annotations?.[INJECTION_LABEL] !== undefined)
     return `${INJECTION_LABEL} is an annotation; injection needs the label`;

@@ -396,6 +396,21 @@ describe('install and check against a real API server', { concurrency: 1, timeou
     assert.match(r.stdout, /fix: kubectl -n outrigger-system get deploy,pods/);
   });
 
+  test('check fails while the installed gateway has no ready replica, and says so no more once it is removed', async (t) => {
+    if (!(await clusterFor(t))) return;
+    const applied = sh(`"$KUBECTL" apply -k ${path.join(repoRoot, 'manifests/gateway')}`);
+    assert.equal(applied.status, 0, applied.stderr);
+    // This cluster has no node: the gateway's pods are never scheduled.
+    const r = await check();
+    assert.equal(r.status, 1, r.stdout);
+    assert.match(r.stdout, /\[FAIL\] gateway: outrigger-gateway\/outrigger-gateway: 0\/2 replicas ready/);
+    assert.match(r.stdout, /\[ok\] {3}gateway class: IngressClass outrigger/);
+    // Its namespace stays (this cluster runs no namespace controller), labelled as opted out.
+    const removed = sh(`"$KUBECTL" delete -k ${path.join(repoRoot, 'manifests/gateway')} --wait=false`);
+    assert.equal(removed.status, 0, removed.stderr);
+    assert.doesNotMatch((await check()).stdout, /gateway/);
+  });
+
   test('check with an unreachable API server fails at the first step and says what to check', async (t) => {
     if (!(await clusterFor(t))) return;
     const kc = closedKubeconfig(dir);

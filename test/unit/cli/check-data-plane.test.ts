@@ -11,6 +11,8 @@ test('a namespace that means to opt in but does not is named with what is wrong'
   assert.equal(nearMiss(ns({ 'outrigger.dev/injection': 'enabled' })), undefined);
   assert.equal(nearMiss(ns()), undefined);
   assert.equal(nearMiss(ns({ team: 'a' })), undefined);
+  // The explicit opt-out (the gateway's namespace carries it) is no near miss.
+  assert.equal(nearMiss(ns({ 'outrigger.dev/injection': 'disabled' })), undefined);
   assert.match(nearMiss(ns({ 'outrigger.dev/injection': 'true' })) ?? '', /="true" is not "enabled"/);
   assert.match(nearMiss(ns({}, { 'outrigger.dev/injection': 'enabled' })) ?? '', /is an annotation/);
   assert.match(

@@ -1,0 +1,50 @@
+import { fail, pass, type CheckResult } from './check-result.ts';
+import type { KubeApi } from './kube-api.ts';
+
+/**
+ * The gateway, when it is installed (manifests/gateway): its Deployment has every replica ready,
+ * and the IngressClass it serves exists. Not installed is no failure: the gateway is optional.
+ */
+const DEPLOYMENT = '/apis/apps/v1/namespaces/outrigger-gateway/deployments/outrigger-gateway';
+const CLASS = '/apis/networking.k8s.io/v1/ingressclasses/outrigger';
+
+interface DeploymentView {
+  spec?: { replicas?: number };
+  status?: { readyReplicas?: number; updatedReplicas?: number };
+}
+
+export async function gatewayChecks(api: KubeApi): Promise<CheckResult[]> {
+  const d = await api.call('GET', DEPLOYMENT);
+  if (d.status === 404) return [];
+  if (d.status !== 200)
+    return [
+      fail(
+        'gateway',
+        `reading ${DEPLOYMENT} answered ${d.status}`,
+        'run check as a user who may read deployments',
+      ),
+    ];
+  const { spec, status } = d.body as DeploymentView;
+  const want = spec?.replicas ?? 1;
+  const ready = status?.readyReplicas ?? 0;
+  const out: CheckResult[] = [
+    ready >= want && want > 0
+      ? pass('gateway', `outrigger-gateway/outrigger-gateway: ${ready}/${want} replicas ready`)
+      : fail(
+          'gateway',
+          `outrigger-gateway/outrigger-gateway: ${ready}/${want} replicas ready, so Ingresses of class outrigger are not (all) served`,
+          'kubectl -n outrigger-gateway describe deployment outrigger-gateway; kubectl -n outrigger-gateway logs deploy/outrigger-gateway',
+        ),
+  ];
+  const c = await api.call('GET', CLASS);
+  out.push(
+    c.status === 200
+      ? pass('gateway class', 'IngressClass outrigger (controller outrigger.dev/gateway)')
+      : fail(
+          'gateway class',
+          `IngressClass outrigger is missing (${c.status}): the gateway serves no Ingress`,
+          'kubectl apply -k manifests/gateway',
+        ),
+  );
+  return out;
+}
