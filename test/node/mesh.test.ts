@@ -40,7 +40,7 @@ const LEGACY = 'hello-from-legacy';
 function workloads(ns: string, busybox: string): string {
   const yaml = readFileSync(path.join(repoRoot, 'scripts/test-node/shop.yaml'), 'utf8');
   assert.ok(yaml.includes(`image: ${busybox}`), `shop.yaml runs the node's busybox image ${busybox}`);
-  return yaml.replaceAll('namespace: shop}', `namespace: ${ns}}`);
+  return yaml.replaceAll('namespace: shop }', `namespace: ${ns} }`);
 }
 
 describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }, () => {
