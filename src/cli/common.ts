@@ -67,3 +67,14 @@ function shownDefault(d: unknown): string {
   if (typeof d === 'object' && d !== null) return JSON.stringify(Object.values(d).map(String).join(':'));
   return JSON.stringify(d);
 }
+
+/** Rows as left-aligned columns two spaces apart, as kubectl prints them. */
+export function formatTable(rows: string[][]): string[] {
+  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
+  return rows.map((r) =>
+    r
+      .map((c, i) => c.padEnd(widths[i] ?? 0))
+      .join('  ')
+      .trimEnd(),
+  );
+}

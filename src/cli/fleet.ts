@@ -1,5 +1,6 @@
 import { INJECTED_ANNOTATION } from '../config/options.ts';
 import { OutriggerError } from '../shared/errors.ts';
+import { formatTable } from './common.ts';
 import type { KubeApi } from './kube-api.ts';
 import { sidecarVersion } from './version.ts';
 
@@ -100,9 +101,11 @@ async function readSidecar(
   if (running) row.version = running.version;
   row.skew = controlPlane !== undefined && row.version !== controlPlane;
   if (ready.status === 200) return { ...row, ready: 'yes' };
-  if (ready.status !== 503) return { ...row, reason: `the pod proxy answered ${ready.status}` };
-  const detail = (ready.body as { detail?: ReadyDetail } | undefined)?.detail ?? {};
-  return { ...row, ready: 'no', reason: notReady(detail) };
+  // A 503 from the API server itself (the pod cannot be reached) carries no readiness detail.
+  const body = ready.body as { ready?: unknown; detail?: ReadyDetail } | undefined;
+  if (ready.status !== 503 || typeof body !== 'object' || body.ready === undefined)
+    return { ...row, reason: `the pod proxy answered ${ready.status}` };
+  return { ...row, ready: 'no', reason: notReady(body.detail ?? {}) };
 }
 
 interface ReadyDetail {
@@ -125,13 +128,7 @@ export function formatFleet(f: Fleet): string {
   const rows = [['NAMESPACE', 'POD', 'READY', 'VERSION', 'REASON']];
   for (const s of f.sidecars)
     rows.push([s.namespace, s.pod, s.ready, s.skew ? `${s.version} (skew)` : s.version, s.reason]);
-  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
-  const lines = rows.map((r) =>
-    r
-      .map((c, i) => c.padEnd(widths[i] ?? 0))
-      .join('  ')
-      .trimEnd(),
-  );
+  const lines = formatTable(rows);
   const ready = f.sidecars.filter((s) => s.ready === 'yes').length;
   const skewed = f.sidecars.filter((s) => s.skew).length;
   lines.push(

@@ -1,7 +1,7 @@
 import { Command } from 'commander';
 import { OutriggerError } from '../shared/errors.ts';
 import { ADMIN_DEFAULT, ADMIN_HELP, adminBase, adminGet } from './admin-url.ts';
-import { addOutputOptions, defaultKubeconfig, KUBECONFIG_HELP, wantsJson } from './common.ts';
+import { addOutputOptions, defaultKubeconfig, formatTable, KUBECONFIG_HELP, wantsJson } from './common.ts';
 
 /**
  * `outrigger status [--admin URL]`: reads a running sidecar's admin API (/readyz and
@@ -76,14 +76,7 @@ export function formatStatus(ready: boolean, d: DiscoveryView, now: number, why:
       f.reason ?? '',
     ]);
   }
-  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
-  for (const r of rows)
-    lines.push(
-      r
-        .map((c, i) => c.padEnd(widths[i] ?? 0))
-        .join('  ')
-        .trimEnd(),
-    );
+  lines.push(...formatTable(rows));
   if (d.services.length === 0) lines.push('(no Services looked up yet)');
   return lines.join('\n');
 }
