@@ -1,12 +1,14 @@
 import { fail, pass, type CheckResult } from './check-result.ts';
+import { CONTROL_PLANE } from './control-plane.ts';
 import type { KubeApi } from './kube-api.ts';
 
 /**
  * The gateway, when it is installed (manifests/gateway): its Deployment has every replica ready,
  * and the IngressClass it serves exists. Not installed is no failure: the gateway is optional.
  */
-const DEPLOYMENT = '/apis/apps/v1/namespaces/outrigger-gateway/deployments/outrigger-gateway';
-const CLASS = '/apis/networking.k8s.io/v1/ingressclasses/outrigger';
+const { namespace, deployment, ingressClass } = CONTROL_PLANE.gateway;
+const DEPLOYMENT = `/apis/apps/v1/namespaces/${namespace}/deployments/${deployment}`;
+const CLASS = `/apis/networking.k8s.io/v1/ingressclasses/${ingressClass}`;
 
 interface DeploymentView {
   spec?: { replicas?: number };

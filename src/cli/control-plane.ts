@@ -1,8 +1,10 @@
-/** Names of the control-plane objects in manifests/, shared by `install` and `check`. */
+/** Names of the control-plane objects in manifests/, shared by `install`, `uninstall` and `check`. */
 export const CONTROL_PLANE = {
   namespace: 'outrigger-system',
   service: 'outrigger-webhook',
   tlsSecret: 'outrigger-webhook-tls',
   webhookConfiguration: 'outrigger-injector',
   sidecarRole: 'outrigger-sidecar',
+  /** manifests/gateway, which `install --gateway` adds. */
+  gateway: { namespace: 'outrigger-gateway', deployment: 'outrigger-gateway', ingressClass: 'outrigger' },
 } as const;

@@ -25,6 +25,9 @@ const MANIFESTS = fileURLToPath(new URL('../../manifests/', import.meta.url));
 
 const parse = (text: string): unknown[] => parseAllDocuments(text).map((d) => d.toJS() as unknown);
 
+/** manifests/gateway: what `install --gateway` adds (kubectl apply -k manifests/gateway installs the same). */
+export const gatewayManifests = (): Obj[] => shippedManifests(`${MANIFESTS}gateway/`);
+
 /** manifests/kustomization.yaml's resources, depth first, as kubectl kustomize lists them. */
 export function shippedManifests(dir = MANIFESTS): Obj[] {
   const kustomization = parse(readFileSync(`${dir}kustomization.yaml`, 'utf8'))[0] as { resources: string[] };

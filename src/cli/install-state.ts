@@ -24,6 +24,8 @@ export interface Installed {
   caBundle?: string;
   secret?: SecretData;
   image?: string;
+  /** The gateway (manifests/gateway) is installed: its Deployment exists. */
+  gateway: boolean;
   optedIn: string[];
   /** Namespaces an install-made binding already grants the sidecar role. */
   bound: string[];
@@ -54,7 +56,7 @@ interface Deployment {
 
 export async function readInstalled(api: KubeApi, named: string[]): Promise<Installed> {
   const { namespace, tlsSecret, service, webhookConfiguration } = CONTROL_PLANE;
-  const [config, secret, deployment, optedIn, bindings] = await Promise.all([
+  const [config, secret, deployment, gateway, optedIn, bindings] = await Promise.all([
     read(
       api,
       `/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${webhookConfiguration}`,
@@ -70,6 +72,11 @@ export async function readInstalled(api: KubeApi, named: string[]): Promise<Inst
       `/apis/apps/v1/namespaces/${namespace}/deployments/${service}`,
       `Deployment ${namespace}/${service}`,
     ) as Promise<Deployment | undefined>,
+    read(
+      api,
+      `/apis/apps/v1/namespaces/${CONTROL_PLANE.gateway.namespace}/deployments/${CONTROL_PLANE.gateway.deployment}`,
+      `Deployment ${CONTROL_PLANE.gateway.namespace}/${CONTROL_PLANE.gateway.deployment}`,
+    ),
     read(
       api,
       `/api/v1/namespaces?labelSelector=${encodeURIComponent(`${INJECTION_LABEL}=enabled`)}`,
@@ -92,6 +99,7 @@ export async function readInstalled(api: KubeApi, named: string[]): Promise<Inst
       ? { secret: { 'tls.crt': data['tls.crt'], 'tls.key': data['tls.key'], 'ca.crt': data['ca.crt'] } }
       : {}),
     ...imageOf(deployment),
+    gateway: gateway !== undefined,
     optedIn: (optedIn?.items ?? []).map((n) => n.metadata.name),
     bound: boundNamespaces(bindings?.items ?? []),
     named: new Map(named.map((ns, i) => [ns, states[i] ?? 'missing'])),

@@ -24,6 +24,7 @@ export interface InstallFlags {
   webhookUrl?: string;
   inClusterWebhook?: boolean;
   rotateCertificate?: boolean;
+  gateway?: boolean;
   certDays: string;
   kubeconfig?: string;
 }
@@ -171,7 +172,9 @@ export async function renderInstall(flags: InstallFlags, note: Note, now = Date.
         : `keeping the webhook certificate of Secret ${CONTROL_PLANE.namespace}/${CONTROL_PLANE.tlsSecret} (valid until ${tls.validTo}; --rotate-certificate replaces it)`,
     );
   const namespaces = meshed(p, installed, note);
-  const out = assemble(shipped, {
+  if (installed?.gateway && !flags.gateway) note('keeping the installed gateway (manifests/gateway)');
+  const gateway = flags.gateway || installed?.gateway ? m.gatewayManifests() : [];
+  const out = assemble([...shipped, ...gateway], {
     secret: { ...m.TLS_SECRET, type: 'kubernetes.io/tls', data: tls.data },
     bindings: namespaces.map(m.sidecarBinding),
     example: m.EXAMPLE_BINDING,
@@ -196,7 +199,12 @@ function assemble(
   for (const obj of shipped) {
     if (obj.kind === 'ClusterRoleBinding' && obj.metadata.name === o.example) continue;
     // A webhook called by URL runs outside the cluster: no Deployment, Service or budget for it.
-    if (o.webhookUrl && ['Deployment', 'Service', 'PodDisruptionBudget'].includes(obj.kind)) continue;
+    if (
+      o.webhookUrl &&
+      obj.metadata.namespace === CONTROL_PLANE.namespace &&
+      ['Deployment', 'Service', 'PodDisruptionBudget'].includes(obj.kind)
+    )
+      continue;
     if (obj.kind === 'Deployment' && o.image) setImage(obj, o.image);
     if (obj.kind === 'MutatingWebhookConfiguration') {
       // Last: once it exists, creating a pod in an opted-in namespace needs the webhook.
@@ -242,7 +250,7 @@ function setClientConfig(config: Obj, caBundle: string, webhookUrl: URL | undefi
 export function installCommand(): Command {
   return new Command('install')
     .description(
-      'print the control plane (webhook, its certificate, RBAC) for kubectl apply -f -; re-run to upgrade: it keeps the installed certificate, webhook URL and image',
+      'print the control plane (webhook, its certificate, RBAC; the gateway with --gateway) for kubectl apply -f -; re-run to upgrade: it keeps the installed certificate, webhook URL, image and gateway',
     )
     .option(
       '--image <image>',
@@ -261,6 +269,10 @@ export function installCommand(): Command {
     .option(
       '--in-cluster-webhook',
       'call the in-cluster webhook Deployment, also when the installed configuration calls a URL',
+    )
+    .option(
+      '--gateway',
+      'also the Ingress gateway (manifests/gateway: its namespace, Deployment, Service, IngressClass, RBAC) on the same image; a re-run keeps an installed gateway',
     )
     .option(
       '--rotate-certificate',

@@ -37,9 +37,9 @@ const FIRST = [
 
 async function staticRefs(): Promise<Ref[]> {
   const m = await import('./install-manifests.ts');
-  const made = m
-    .shippedManifests()
-    .filter((o) => !(o.kind === 'ClusterRoleBinding' && o.metadata.name === m.EXAMPLE_BINDING));
+  const made = [...m.shippedManifests(), ...m.gatewayManifests()].filter(
+    (o) => !(o.kind === 'ClusterRoleBinding' && o.metadata.name === m.EXAMPLE_BINDING),
+  );
   const owned = [...made, m.TLS_SECRET].map(ref);
   const rank = (r: Ref): number => {
     const i = FIRST.indexOf(r.kind);

@@ -270,7 +270,9 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
   });
 
   test('the gateway, as a Deployment behind its Service, serves an Ingress to a pod', async () => {
-    await kubectl(['apply', '-k', path.join(repoRoot, 'manifests/gateway')]);
+    // An upgrade that adds the gateway: install again, as the README says, with --gateway.
+    const manifests = await cli(['install', '--gateway', '--kubeconfig', c.cluster.kubeconfigPath]);
+    await kubectl(['apply', '-f', '-'], { input: manifests.stdout });
     await kubectl(['apply', '-f', '-'], {
       input: JSON.stringify({
         apiVersion: 'networking.k8s.io/v1',

@@ -96,11 +96,14 @@ test('uninstall without a cluster lists what install makes, webhook configuratio
     'ClusterRoleBinding/outrigger-sidecar-shop',
   ]);
   assert.equal(kinds.at(-1), 'Namespace/outrigger-system');
+  // The gateway's namespace is one install --gateway makes; never a user's.
   assert.deepEqual(
     kinds.filter((k) => k.startsWith('Namespace/')),
-    ['Namespace/outrigger-system'],
+    ['Namespace/outrigger-gateway', 'Namespace/outrigger-system'],
   );
   for (const k of [
+    'Deployment/outrigger-gateway',
+    'IngressClass/outrigger',
     'Secret/outrigger-webhook-tls',
     'Deployment/outrigger-webhook',
     'ClusterRole/outrigger-sidecar',
@@ -109,6 +112,39 @@ test('uninstall without a cluster lists what install makes, webhook configuratio
   for (const o of objs)
     assert.deepEqual(Object.keys(o).sort(), ['apiVersion', 'kind', 'metadata'], 'names only');
   assert.match(r.stderr, /^ {2}kubectl label namespace shop outrigger\.dev\/injection-$/m);
+});
+
+test('install --gateway adds the gateway on the same image, before the webhook configuration; without it there is none', async () => {
+  const image = 'registry.example/outrigger:1.2';
+  const r = await runCli(['install', '--gateway', '--image', image]);
+  assert.equal(r.status, 0, r.stderr);
+  const objs = parseAllDocuments(r.stdout).map((d) => d.toJS() as Obj);
+  const kinds = objs.map((o) => `${o.kind}/${o.metadata.name}`);
+  for (const k of [
+    'Namespace/outrigger-gateway',
+    'Deployment/outrigger-gateway',
+    'Service/outrigger-gateway',
+    'IngressClass/outrigger',
+    'ClusterRole/outrigger-gateway',
+  ])
+    assert.ok(kinds.includes(k), `${k} in ${kinds.join(', ')}`);
+  assert.equal(kinds.at(-1), 'MutatingWebhookConfiguration/outrigger-injector');
+  const gateway = objs.find((o) => o.kind === 'Deployment' && o.metadata.name === 'outrigger-gateway');
+  assert.deepEqual(
+    gateway?.spec?.template.spec.containers.map((c) => c.image),
+    [image],
+  );
+  const plain = await runCli(['install', '--image', image]);
+  assert.doesNotMatch(plain.stdout, /outrigger-gateway/);
+  // A webhook called by URL drops the in-cluster webhook's workloads, not the gateway's.
+  const byUrl = await runCli(['install', '--gateway', '--webhook-url', 'https://10.0.0.1:8443']);
+  assert.equal(byUrl.status, 0, byUrl.stderr);
+  const byUrlKinds = parseAllDocuments(byUrl.stdout).map((d) => {
+    const o = d.toJS() as Obj;
+    return `${o.kind}/${o.metadata.name}`;
+  });
+  assert.ok(byUrlKinds.includes('Deployment/outrigger-gateway'));
+  assert.ok(!byUrlKinds.includes('Deployment/outrigger-webhook'));
 });
 
 test('install checks its flags, and says when it binds no namespace', async () => {
