@@ -14,6 +14,9 @@ export interface CheckResult {
 export const OPTED_IN = `${INJECTION_LABEL}=enabled`;
 export const REINSTALL = 'outrigger install | kubectl apply -f -';
 
+/** Certificates (the webhook's, the mesh CA) warn this long before they expire. */
+export const EXPIRY_WARN_MS = 14 * 86_400_000;
+
 export const fail = (check: string, message: string, fix: string): CheckResult => ({
   check,
   outcome: 'fail',

@@ -3,6 +3,7 @@ import { adminBase, adminGet } from './admin-url.ts';
 import { REINSTALL, fail, pass, type CheckResult } from './check-result.ts';
 import { dataPlaneChecks } from './check-data-plane.ts';
 import { gatewayChecks } from './check-gateway.ts';
+import { identityChecks } from './check-identity.ts';
 import { namespaceChecks, webhookRbac } from './check-namespaces.ts';
 import { certificateChecks, endpointCheck, type Webhook } from './check-webhook.ts';
 import { CONTROL_PLANE } from './control-plane.ts';
@@ -53,6 +54,7 @@ export async function runChecks(api: KubeApi, now: number): Promise<CheckResult[
   }
   out.push(...(await namespaceChecks(api, webhooks)));
   out.push(...(await dataPlaneChecks(api)));
+  out.push(...(await identityChecks(api, now)));
   out.push(...(await gatewayChecks(api)));
   return out;
 }

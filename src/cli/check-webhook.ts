@@ -2,7 +2,7 @@ import { X509Certificate } from 'node:crypto';
 import { request } from 'node:https';
 import { connect } from 'node:tls';
 import { errorMessage } from '../shared/errors.ts';
-import { fail, pass, warn, type CheckResult } from './check-result.ts';
+import { EXPIRY_WARN_MS, fail, pass, warn, type CheckResult } from './check-result.ts';
 import { CONTROL_PLANE } from './control-plane.ts';
 import type { KubeApi } from './kube-api.ts';
 
@@ -12,7 +12,6 @@ import type { KubeApi } from './kube-api.ts';
  */
 const { namespace: SYSTEM, service: SERVICE } = CONTROL_PLANE;
 /** A serving certificate this close to its end is a warning. */
-const EXPIRY_WARN_MS = 14 * 86_400_000;
 
 export interface Webhook {
   name: string;

@@ -37,7 +37,7 @@ export function formatChecks(results: CheckResult[]): string {
 export function checkCommand(): Command {
   const cmd = new Command('check')
     .description(
-      'check the installation: API server, webhook configuration and certificate, webhook endpoints, meshed namespaces and their RBAC, pods without their sidecar, strict mTLS without the issuer or trust bundle, the gateway when installed',
+      'check the installation: API server, webhook configuration and certificate, webhook endpoints, meshed namespaces and their RBAC, pods without their sidecar, strict mTLS without the issuer or trust bundle, the mesh CA expiry, the gateway when installed',
     )
     .option('--kubeconfig <path>', KUBECONFIG_HELP)
     .option(
