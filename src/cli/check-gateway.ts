@@ -9,10 +9,11 @@ import type { KubeApi } from './kube-api.ts';
 const { namespace, deployment, ingressClass } = CONTROL_PLANE.gateway;
 const DEPLOYMENT = `/apis/apps/v1/namespaces/${namespace}/deployments/${deployment}`;
 const CLASS = `/apis/networking.k8s.io/v1/ingressclasses/${ingressClass}`;
+const NAME = `${namespace}/${deployment}`;
 
 interface DeploymentView {
   spec?: { replicas?: number };
-  status?: { readyReplicas?: number; updatedReplicas?: number };
+  status?: { readyReplicas?: number };
 }
 
 export async function gatewayChecks(api: KubeApi): Promise<CheckResult[]> {
@@ -31,21 +32,21 @@ export async function gatewayChecks(api: KubeApi): Promise<CheckResult[]> {
   const ready = status?.readyReplicas ?? 0;
   const out: CheckResult[] = [
     ready >= want && want > 0
-      ? pass('gateway', `outrigger-gateway/outrigger-gateway: ${ready}/${want} replicas ready`)
+      ? pass('gateway', `${NAME}: ${ready}/${want} replicas ready`)
       : fail(
           'gateway',
-          `outrigger-gateway/outrigger-gateway: ${ready}/${want} replicas ready, so Ingresses of class outrigger are not (all) served`,
-          'kubectl -n outrigger-gateway describe deployment outrigger-gateway; kubectl -n outrigger-gateway logs deploy/outrigger-gateway',
+          `${NAME}: ${ready}/${want} replicas ready, so Ingresses of class ${ingressClass} are not (all) served`,
+          `kubectl -n ${namespace} describe deployment ${deployment}; kubectl -n ${namespace} logs deploy/${deployment}`,
         ),
   ];
   const c = await api.call('GET', CLASS);
   out.push(
     c.status === 200
-      ? pass('gateway class', 'IngressClass outrigger (controller outrigger.dev/gateway)')
+      ? pass('gateway class', `IngressClass ${ingressClass} (controller outrigger.dev/gateway)`)
       : fail(
           'gateway class',
-          `IngressClass outrigger is missing (${c.status}): the gateway serves no Ingress`,
-          'kubectl apply -k manifests/gateway',
+          `IngressClass ${ingressClass} is missing (${c.status}): the gateway serves no Ingress`,
+          'outrigger install --gateway | kubectl apply -f -',
         ),
   );
   return out;
