@@ -19,8 +19,11 @@ const allowed = {
   proxy: ['shared', 'config', 'discovery', 'routing', 'balance'],
   admin: ['shared', 'config'],
   injector: ['shared', 'config'],
+  // Gateway API objects and the HTTPRoute table (matching, filters, weights): a pure model that the
+  // gateway applies north-south and the sidecar to the app's calls (GAMMA).
+  routes: ['shared'],
   // North-south: the same discovery, routing, balancing and proxy hops as a sidecar's egress.
-  gateway: ['shared', 'config', 'kube', 'discovery', 'routing', 'balance', 'proxy'],
+  gateway: ['shared', 'config', 'kube', 'discovery', 'routing', 'routes', 'balance', 'proxy'],
   // Workload certificates and mTLS. The mesh listener is built on the proxy's hardened server and
   // answers with its one status table; the proxy never imports mesh/ (compose/ hands it the TLS).
   mesh: ['shared', 'config', 'proxy'],

@@ -1,0 +1,354 @@
+/**
+ * The slice of Gateway API (gateway.networking.k8s.io/v1, standard channel) objects that routing
+ * reads: GatewayClass, Gateway, HTTPRoute and ReferenceGrant. Slimmed objects keep the API's JSON
+ * shape (a subset of it, defaults filled in the way the CRDs' schemas default them), so a watch
+ * event, a list item, a snapshot and a `kubectl get -o yaml` document decode the same way, and
+ * slimming a slimmed object changes nothing.
+ */
+export const GATEWAY_GROUP = 'gateway.networking.k8s.io';
+
+export interface RouteMeta {
+  name: string;
+  namespace: string;
+  /** RFC 3339, as the API writes it; precedence ties between routes are settled by it. */
+  creationTimestamp?: string;
+  generation?: number;
+}
+
+export interface GatewayClass {
+  kind: 'GatewayClass';
+  metadata: RouteMeta;
+  spec: { controllerName: string };
+}
+
+export interface ObjectRef {
+  group: string;
+  kind: string;
+  name: string;
+  namespace?: string;
+}
+
+export interface Listener {
+  name: string;
+  port: number;
+  protocol: string;
+  hostname?: string;
+  tls?: { mode: string; certificateRefs: ObjectRef[] };
+  allowedRoutes: {
+    namespaces: { from: string };
+    kinds?: { group: string; kind: string }[];
+  };
+}
+
+export interface Gateway {
+  kind: 'Gateway';
+  metadata: RouteMeta;
+  spec: { gatewayClassName: string; listeners: Listener[] };
+}
+
+export interface ParentRef {
+  group: string;
+  kind: string;
+  name: string;
+  namespace?: string;
+  sectionName?: string;
+  port?: number;
+}
+
+export interface PathMatch {
+  type: string;
+  value: string;
+}
+
+export interface ValueMatch {
+  type: string;
+  name: string;
+  value: string;
+}
+
+export interface RouteMatch {
+  path: PathMatch;
+  headers: ValueMatch[];
+  queryParams: ValueMatch[];
+  method?: string;
+}
+
+export interface HeaderModifier {
+  set: { name: string; value: string }[];
+  add: { name: string; value: string }[];
+  remove: string[];
+}
+
+export interface PathModifier {
+  type: string;
+  replaceFullPath?: string;
+  replacePrefixMatch?: string;
+}
+
+export interface Redirect {
+  scheme?: string;
+  hostname?: string;
+  path?: PathModifier;
+  port?: number;
+  statusCode: number;
+}
+
+export interface Rewrite {
+  hostname?: string;
+  path?: PathModifier;
+}
+
+/** One filter as the API writes it; `type` names the one field that is set. */
+export interface Filter {
+  type: string;
+  requestHeaderModifier?: HeaderModifier;
+  responseHeaderModifier?: HeaderModifier;
+  requestRedirect?: Redirect;
+  urlRewrite?: Rewrite;
+}
+
+export interface BackendRef extends ObjectRef {
+  port?: number;
+  weight: number;
+  filters: Filter[];
+}
+
+export interface HTTPRouteRule {
+  name?: string;
+  matches: RouteMatch[];
+  filters: Filter[];
+  backendRefs: BackendRef[];
+  timeouts?: { request?: string; backendRequest?: string };
+}
+
+export interface HTTPRoute {
+  kind: 'HTTPRoute';
+  metadata: RouteMeta;
+  spec: { parentRefs: ParentRef[]; hostnames: string[]; rules: HTTPRouteRule[] };
+}
+
+export interface ReferenceGrant {
+  kind: 'ReferenceGrant';
+  metadata: RouteMeta;
+  spec: {
+    from: { group: string; kind: string; namespace: string }[];
+    to: { group: string; kind: string; name?: string }[];
+  };
+}
+
+type Json = Record<string, unknown>;
+const obj = (v: unknown): Json => (v !== null && typeof v === 'object' ? (v as Json) : {});
+const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
+const arr = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
+const opt = <K extends string, V>(k: K, v: V | undefined): Partial<Record<K, V>> =>
+  (v === undefined ? {} : { [k]: v }) as Partial<Record<K, V>>;
+
+function slimMeta(raw: unknown, namespace = ''): RouteMeta {
+  const m = obj(raw);
+  return {
+    name: str(m.name) ?? '',
+    namespace: str(m.namespace) ?? namespace,
+    ...opt('creationTimestamp', str(m.creationTimestamp)),
+    ...opt('generation', num(m.generation)),
+  };
+}
+
+function slimRef(raw: unknown, group: string, kind: string): ObjectRef {
+  const r = obj(raw);
+  return {
+    group: str(r.group) ?? group,
+    kind: str(r.kind) ?? kind,
+    name: str(r.name) ?? '',
+    ...opt('namespace', str(r.namespace)),
+  };
+}
+
+export function slimGatewayClass(raw: unknown): GatewayClass {
+  const o = obj(raw);
+  return {
+    kind: 'GatewayClass',
+    metadata: slimMeta(o.metadata),
+    spec: { controllerName: str(obj(o.spec).controllerName) ?? '' },
+  };
+}
+
+function slimListener(raw: unknown): Listener {
+  const l = obj(raw);
+  const tls = obj(l.tls);
+  const allowed = obj(l.allowedRoutes);
+  const kinds = Array.isArray(allowed.kinds)
+    ? allowed.kinds.map((k) => ({ group: str(obj(k).group) ?? GATEWAY_GROUP, kind: str(obj(k).kind) ?? '' }))
+    : undefined;
+  return {
+    name: str(l.name) ?? '',
+    port: num(l.port) ?? 0,
+    protocol: str(l.protocol) ?? '',
+    ...opt('hostname', str(l.hostname)?.toLowerCase()),
+    ...(l.tls === undefined
+      ? {}
+      : {
+          tls: {
+            mode: str(tls.mode) ?? 'Terminate',
+            certificateRefs: arr(tls.certificateRefs).map((r) => slimRef(r, '', 'Secret')),
+          },
+        }),
+    allowedRoutes: {
+      namespaces: { from: str(obj(allowed.namespaces).from) ?? 'Same' },
+      ...opt('kinds', kinds),
+    },
+  };
+}
+
+export function slimGateway(raw: unknown, namespace?: string): Gateway {
+  const o = obj(raw);
+  const s = obj(o.spec);
+  return {
+    kind: 'Gateway',
+    metadata: slimMeta(o.metadata, namespace),
+    spec: { gatewayClassName: str(s.gatewayClassName) ?? '', listeners: arr(s.listeners).map(slimListener) },
+  };
+}
+
+function slimValueMatches(raw: unknown): ValueMatch[] {
+  return arr(raw).map((h) => {
+    const m = obj(h);
+    return { type: str(m.type) ?? 'Exact', name: str(m.name) ?? '', value: str(m.value) ?? '' };
+  });
+}
+
+function slimMatch(raw: unknown): RouteMatch {
+  const m = obj(raw);
+  const p = obj(m.path);
+  return {
+    path: { type: str(p.type) ?? 'PathPrefix', value: str(p.value) ?? '/' },
+    headers: slimValueMatches(m.headers),
+    queryParams: slimValueMatches(m.queryParams),
+    ...opt('method', str(m.method)),
+  };
+}
+
+function slimPairs(raw: unknown): { name: string; value: string }[] {
+  return arr(raw).map((h) => ({ name: str(obj(h).name) ?? '', value: str(obj(h).value) ?? '' }));
+}
+
+function slimHeaderModifier(raw: unknown): HeaderModifier | undefined {
+  if (raw === undefined) return undefined;
+  const m = obj(raw);
+  return {
+    set: slimPairs(m.set),
+    add: slimPairs(m.add),
+    remove: arr(m.remove).flatMap((r) => (typeof r === 'string' ? [r] : [])),
+  };
+}
+
+function slimPathModifier(raw: unknown): PathModifier | undefined {
+  if (raw === undefined) return undefined;
+  const p = obj(raw);
+  return {
+    type: str(p.type) ?? '',
+    ...opt('replaceFullPath', str(p.replaceFullPath)),
+    ...opt('replacePrefixMatch', str(p.replacePrefixMatch)),
+  };
+}
+
+function slimFilter(raw: unknown): Filter {
+  const f = obj(raw);
+  const redirect = f.requestRedirect === undefined ? undefined : obj(f.requestRedirect);
+  const rewrite = f.urlRewrite === undefined ? undefined : obj(f.urlRewrite);
+  return {
+    type: str(f.type) ?? '',
+    ...opt('requestHeaderModifier', slimHeaderModifier(f.requestHeaderModifier)),
+    ...opt('responseHeaderModifier', slimHeaderModifier(f.responseHeaderModifier)),
+    ...opt(
+      'requestRedirect',
+      redirect && {
+        ...opt('scheme', str(redirect.scheme)),
+        ...opt('hostname', str(redirect.hostname)),
+        ...opt('path', slimPathModifier(redirect.path)),
+        ...opt('port', num(redirect.port)),
+        statusCode: num(redirect.statusCode) ?? 302,
+      },
+    ),
+    ...opt(
+      'urlRewrite',
+      rewrite && {
+        ...opt('hostname', str(rewrite.hostname)),
+        ...opt('path', slimPathModifier(rewrite.path)),
+      },
+    ),
+  };
+}
+
+function slimBackendRef(raw: unknown): BackendRef {
+  const b = obj(raw);
+  return {
+    ...slimRef(b, '', 'Service'),
+    ...opt('port', num(b.port)),
+    weight: num(b.weight) ?? 1,
+    filters: arr(b.filters).map(slimFilter),
+  };
+}
+
+const DEFAULT_MATCH: RouteMatch = { path: { type: 'PathPrefix', value: '/' }, headers: [], queryParams: [] };
+
+function slimRule(raw: unknown): HTTPRouteRule {
+  const r = obj(raw);
+  const t = r.timeouts === undefined ? undefined : obj(r.timeouts);
+  const matches = arr(r.matches).map(slimMatch);
+  return {
+    ...opt('name', str(r.name)),
+    matches: matches.length > 0 ? matches : [DEFAULT_MATCH],
+    filters: arr(r.filters).map(slimFilter),
+    backendRefs: arr(r.backendRefs).map(slimBackendRef),
+    ...opt(
+      'timeouts',
+      t && { ...opt('request', str(t.request)), ...opt('backendRequest', str(t.backendRequest)) },
+    ),
+  };
+}
+
+export function slimHTTPRoute(raw: unknown, namespace?: string): HTTPRoute {
+  const o = obj(raw);
+  const s = obj(o.spec);
+  const rules = arr(s.rules).map(slimRule);
+  return {
+    kind: 'HTTPRoute',
+    metadata: slimMeta(o.metadata, namespace),
+    spec: {
+      parentRefs: arr(s.parentRefs).map((p) => {
+        const r = obj(p);
+        return {
+          ...slimRef(r, GATEWAY_GROUP, 'Gateway'),
+          ...opt('sectionName', str(r.sectionName)),
+          ...opt('port', num(r.port)),
+        };
+      }),
+      hostnames: arr(s.hostnames).flatMap((h) => (typeof h === 'string' ? [h.toLowerCase()] : [])),
+      rules: rules.length > 0 ? rules : [{ matches: [DEFAULT_MATCH], filters: [], backendRefs: [] }],
+    },
+  };
+}
+
+export function slimReferenceGrant(raw: unknown, namespace?: string): ReferenceGrant {
+  const o = obj(raw);
+  const s = obj(o.spec);
+  return {
+    kind: 'ReferenceGrant',
+    metadata: slimMeta(o.metadata, namespace),
+    spec: {
+      from: arr(s.from).map((f) => ({
+        group: str(obj(f).group) ?? '',
+        kind: str(obj(f).kind) ?? '',
+        namespace: str(obj(f).namespace) ?? '',
+      })),
+      to: arr(s.to).map((t) => ({
+        group: str(obj(t).group) ?? '',
+        kind: str(obj(t).kind) ?? '',
+        ...opt('name', str(obj(t).name)),
+      })),
+    },
+  };
+}
+
+export const routeKey = (m: RouteMeta): string => `${m.namespace}/${m.name}`;

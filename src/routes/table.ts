@@ -1,0 +1,328 @@
+import { resolveBackend, type RouteBackend } from './backends.ts';
+import { intersect, lookupKeys } from './hostnames.ts';
+import { compareRanks, compileMatch, type CompiledMatch, type RequestView } from './match.ts';
+import {
+  GATEWAY_GROUP,
+  routeKey,
+  type Filter,
+  type Gateway,
+  type GatewayClass,
+  type HTTPRoute,
+  type HTTPRouteRule,
+  type Listener,
+  type ParentRef,
+  type ReferenceGrant,
+} from './objects.ts';
+
+/**
+ * The Gateway API routing table of a gateway, built whole from the objects of the moment and
+ * swapped atomically, like the Ingress table. Gateways of a GatewayClass whose controllerName is
+ * ours; HTTPRoutes attached to their listeners by parentRefs (sectionName, port), allowedRoutes
+ * (namespaces Same or All; kinds) and hostname intersection.
+ *
+ * Every HTTP listener is served on the gateway's HTTP port and every HTTPS listener on its HTTPS
+ * port; a request is matched against the routes of its scheme. Hosts are tried most specific
+ * first (the exact name, then wildcards from the longest suffix, then routes without hostnames),
+ * and within one the matches are ordered as the spec says: Exact path, longest prefix, method,
+ * most headers, most query parameters, then the oldest route, then namespace/name, then rule and
+ * match order. A less specific host's routes are tried when no route of a more specific one
+ * matches; no match at all is a 404.
+ */
+export type Scheme = 'http' | 'https';
+
+export interface CompiledRule {
+  /** "namespace/name" of the HTTPRoute. */
+  route: string;
+  index: number;
+  filters: Filter[];
+  backends: RouteBackend[];
+  timeouts?: HTTPRouteRule['timeouts'];
+}
+
+export interface Selected {
+  rule: CompiledRule;
+  /** The PathPrefix that matched (for ReplacePrefixMatch). */
+  prefix?: string;
+  /** The port of the listener the route is attached to (for redirects). */
+  listenerPort: number;
+}
+
+export interface Condition {
+  type: string;
+  status: 'True' | 'False';
+  reason: string;
+  message: string;
+}
+
+export interface RouteParentStatus {
+  parentRef: ParentRef;
+  conditions: Condition[];
+}
+
+export interface ListenerStatus {
+  name: string;
+  attachedRoutes: number;
+  supportedKinds: { group: string; kind: string }[];
+  conditions: Condition[];
+}
+
+export interface TableInput {
+  controller: string;
+  classes: Iterable<GatewayClass>;
+  gateways: Iterable<Gateway>;
+  routes: Iterable<HTTPRoute>;
+  grants: Iterable<ReferenceGrant>;
+}
+
+interface Entry {
+  match: CompiledMatch;
+  rule: CompiledRule;
+  listenerPort: number;
+  order: readonly [string, string, number, number];
+}
+
+interface RuleMatches {
+  rule: CompiledRule;
+  matches: CompiledMatch[];
+}
+
+type CompiledRules = { rules: RuleMatches[] } | { unsupported: string };
+
+const SUPPORTED: Record<string, Scheme> = { HTTP: 'http', HTTPS: 'https' };
+const HTTP_ROUTE = { group: GATEWAY_GROUP, kind: 'HTTPRoute' };
+
+export const condition = (type: string, ok: boolean, reason: string, message = ''): Condition => ({
+  type,
+  status: ok ? 'True' : 'False',
+  reason,
+  message,
+});
+
+const byOrder = (a: Entry, b: Entry): number => {
+  const r = compareRanks(a.match.rank, b.match.rank);
+  if (r !== 0) return r;
+  for (let i = 0; i < a.order.length; i++) {
+    const x = a.order[i]!;
+    const y = b.order[i]!;
+    if (x !== y) return x < y ? -1 : 1;
+  }
+  return 0;
+};
+
+export class GatewayRouteTable {
+  readonly #hosts = new Map<Scheme, Map<string, Entry[]>>([
+    ['http', new Map()],
+    ['https', new Map()],
+  ]);
+  readonly #classes = new Set<string>();
+  readonly #gateways = new Map<string, Gateway>();
+  readonly #attached = new Map<string, number>();
+  readonly #routeStatus = new Map<string, RouteParentStatus[]>();
+  readonly #grants: ReferenceGrant[];
+  /** Per scheme and host, the matches already indexed (a route through two listeners is one entry). */
+  readonly #seen = new Map<string, Set<CompiledMatch>>();
+
+  constructor(input: TableInput) {
+    for (const c of input.classes)
+      if (c.spec.controllerName === input.controller) this.#classes.add(c.metadata.name);
+    for (const g of input.gateways) {
+      if (this.#classes.has(g.spec.gatewayClassName)) this.#gateways.set(routeKey(g.metadata), g);
+    }
+    this.#grants = [...input.grants];
+    for (const r of input.routes) this.#addRoute(r);
+    for (const entries of this.#hosts.values()) for (const list of entries.values()) list.sort(byOrder);
+  }
+
+  /** Names of our GatewayClasses. */
+  classes(): ReadonlySet<string> {
+    return this.#classes;
+  }
+
+  /** Our Gateways by "namespace/name". */
+  gateways(): ReadonlyMap<string, Gateway> {
+    return this.#gateways;
+  }
+
+  lookup(scheme: Scheme, host: string, req: RequestView): Selected | undefined {
+    const hosts = this.#hosts.get(scheme)!;
+    for (const key of lookupKeys(host)) {
+      const list = hosts.get(key);
+      const hit = list?.find((e) => e.match.test(req));
+      if (hit) {
+        return {
+          rule: hit.rule,
+          listenerPort: hit.listenerPort,
+          ...(hit.match.prefix === undefined ? {} : { prefix: hit.match.prefix }),
+        };
+      }
+    }
+    return undefined;
+  }
+
+  /** The status of every route that names one of our Gateways, per such parentRef. */
+  routeStatus(): ReadonlyMap<string, RouteParentStatus[]> {
+    return this.#routeStatus;
+  }
+
+  listenerStatus(gateway: string): ListenerStatus[] {
+    const g = this.#gateways.get(gateway);
+    if (!g) return [];
+    return g.spec.listeners.map((l) => {
+      const supported = SUPPORTED[l.protocol] !== undefined;
+      const kindsOk = (l.allowedRoutes.kinds ?? [HTTP_ROUTE]).every(
+        (k) => k.group === HTTP_ROUTE.group && k.kind === HTTP_ROUTE.kind,
+      );
+      const accepted = supported
+        ? condition('Accepted', true, 'Accepted')
+        : condition('Accepted', false, 'UnsupportedProtocol', `protocol ${l.protocol} is not served`);
+      return {
+        name: l.name,
+        attachedRoutes: this.#attached.get(`${gateway}/${l.name}`) ?? 0,
+        supportedKinds: supported && kindsOk ? [HTTP_ROUTE] : [],
+        conditions: [
+          accepted,
+          condition('Programmed', supported, supported ? 'Programmed' : 'Invalid'),
+          kindsOk
+            ? condition('ResolvedRefs', true, 'ResolvedRefs')
+            : condition('ResolvedRefs', false, 'InvalidRouteKinds', 'only HTTPRoute is supported'),
+          condition('Conflicted', false, 'NoConflicts'),
+        ],
+      };
+    });
+  }
+
+  #addRoute(route: HTTPRoute): void {
+    const key = routeKey(route.metadata);
+    const statuses: RouteParentStatus[] = [];
+    const compiled = this.#compileRules(route);
+    for (const parentRef of route.spec.parentRefs) {
+      const gateway = this.#parentGateway(route, parentRef);
+      if (!gateway) continue;
+      const attach = this.#attach(route, gateway, parentRef);
+      const unsupported = 'unsupported' in compiled ? compiled.unsupported : undefined;
+      const accepted =
+        unsupported !== undefined
+          ? condition('Accepted', false, 'UnsupportedValue', unsupported)
+          : attach.listeners.length > 0
+            ? condition('Accepted', true, 'Accepted')
+            : condition('Accepted', false, attach.reason, attach.message);
+      statuses.push({ parentRef, conditions: [accepted, this.#resolvedRefs(compiled)] });
+      if (accepted.status === 'False' || 'unsupported' in compiled) continue;
+      for (const { listener, hostnames } of attach.listeners) {
+        const lkey = `${routeKey(gateway.metadata)}/${listener.name}`;
+        this.#attached.set(lkey, (this.#attached.get(lkey) ?? 0) + 1);
+        this.#index(route, compiled.rules, listener, hostnames);
+      }
+    }
+    if (statuses.length > 0) this.#routeStatus.set(key, statuses);
+  }
+
+  #parentGateway(route: HTTPRoute, ref: ParentRef): Gateway | undefined {
+    if (ref.group !== GATEWAY_GROUP || ref.kind !== 'Gateway') return undefined;
+    return this.#gateways.get(`${ref.namespace ?? route.metadata.namespace}/${ref.name}`);
+  }
+
+  #attach(
+    route: HTTPRoute,
+    gateway: Gateway,
+    ref: ParentRef,
+  ): { listeners: { listener: Listener; hostnames: string[] }[]; reason: string; message: string } {
+    const named = gateway.spec.listeners.filter(
+      (l) =>
+        (ref.sectionName === undefined || l.name === ref.sectionName) &&
+        (ref.port === undefined || l.port === ref.port),
+    );
+    if (named.length === 0) {
+      return { listeners: [], reason: 'NoMatchingParent', message: 'no listener matches the parentRef' };
+    }
+    const allowed = named.filter((l) => SUPPORTED[l.protocol] && this.#allows(l, gateway, route));
+    if (allowed.length === 0) {
+      return { listeners: [], reason: 'NotAllowedByListeners', message: 'no listener allows this route' };
+    }
+    const listeners = allowed.flatMap((listener) => {
+      const hostnames = intersect(listener.hostname, route.spec.hostnames);
+      return hostnames.length > 0 ? [{ listener, hostnames }] : [];
+    });
+    return {
+      listeners,
+      reason: 'NoMatchingListenerHostname',
+      message: 'no listener hostname intersects the route',
+    };
+  }
+
+  #allows(l: Listener, gateway: Gateway, route: HTTPRoute): boolean {
+    const kinds = l.allowedRoutes.kinds ?? [HTTP_ROUTE];
+    if (!kinds.some((k) => k.group === HTTP_ROUTE.group && k.kind === HTTP_ROUTE.kind)) return false;
+    const from = l.allowedRoutes.namespaces.from;
+    // Selector needs the namespaces' labels, which the gateway does not read: such a listener
+    // admits no route rather than guessing.
+    return from === 'All' || (from === 'Same' && route.metadata.namespace === gateway.metadata.namespace);
+  }
+
+  #compileRules(route: HTTPRoute): CompiledRules {
+    const key = routeKey(route.metadata);
+    const rules: RuleMatches[] = [];
+    for (const [index, r] of route.spec.rules.entries()) {
+      const matches: CompiledMatch[] = [];
+      for (const m of r.matches) {
+        const c = compileMatch(m);
+        if ('unsupported' in c) return { unsupported: `rule ${index}: ${c.unsupported} is not supported` };
+        matches.push(c.match);
+      }
+      const badFilter = [...r.filters, ...r.backendRefs.flatMap((b) => b.filters)].find(
+        (f) => !FILTERS.has(f.type),
+      );
+      if (badFilter) return { unsupported: `rule ${index}: filter ${badFilter.type} is not supported` };
+      const backends = r.backendRefs.map((b) => resolveBackend(b, route.metadata.namespace, this.#grants));
+      rules.push({
+        rule: {
+          route: key,
+          index,
+          filters: r.filters,
+          backends,
+          ...(r.timeouts ? { timeouts: r.timeouts } : {}),
+        },
+        matches,
+      });
+    }
+    return { rules };
+  }
+
+  #resolvedRefs(compiled: CompiledRules): Condition {
+    if ('unsupported' in compiled) return condition('ResolvedRefs', true, 'ResolvedRefs');
+    for (const { rule } of compiled.rules) {
+      for (const b of rule.backends)
+        if ('invalid' in b) return condition('ResolvedRefs', false, b.invalid.reason, b.invalid.message);
+    }
+    return condition('ResolvedRefs', true, 'ResolvedRefs');
+  }
+
+  #index(route: HTTPRoute, rules: RuleMatches[], listener: Listener, hostnames: string[]): void {
+    const scheme = SUPPORTED[listener.protocol]!;
+    const hosts = this.#hosts.get(scheme)!;
+    const created = route.metadata.creationTimestamp ?? '';
+    const name = routeKey(route.metadata);
+    for (const host of hostnames) {
+      let list = hosts.get(host);
+      if (!list) hosts.set(host, (list = []));
+      const seenKey = `${scheme} ${host}`;
+      let seen = this.#seen.get(seenKey);
+      if (!seen) this.#seen.set(seenKey, (seen = new Set()));
+      for (const { rule, matches } of rules) {
+        for (const [m, match] of matches.entries()) {
+          if (seen.has(match)) continue;
+          seen.add(match);
+          list.push({ match, rule, listenerPort: listener.port, order: [created, name, rule.index, m] });
+        }
+      }
+    }
+  }
+}
+
+/** The filters the gateway applies; any other makes the route UnsupportedValue. */
+export const FILTERS: ReadonlySet<string> = new Set([
+  'RequestHeaderModifier',
+  'ResponseHeaderModifier',
+  'RequestRedirect',
+  'URLRewrite',
+]);

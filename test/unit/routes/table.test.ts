@@ -1,0 +1,255 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { grant, httpListener, pick, route, svc, tableOf } from './fixtures.ts';
+
+const backend = [svc('web')];
+
+test('matches are ordered as the spec says, whatever the order they are written in', () => {
+  const t = tableOf([
+    route('a', {
+      rules: [
+        { matches: [{ path: { type: 'PathPrefix', value: '/' } }], backendRefs: backend },
+        { matches: [{ path: { type: 'PathPrefix', value: '/api' } }], backendRefs: backend },
+        { matches: [{ path: { type: 'Exact', value: '/api/v1' } }], backendRefs: backend },
+        { matches: [{ path: { type: 'PathPrefix', value: '/api' }, method: 'POST' }], backendRefs: backend },
+        {
+          matches: [
+            {
+              path: { type: 'PathPrefix', value: '/api' },
+              method: 'POST',
+              headers: [{ name: 'X-V', value: '2' }],
+            },
+          ],
+          backendRefs: backend,
+        },
+        {
+          matches: [
+            { path: { type: 'PathPrefix', value: '/api' }, queryParams: [{ name: 'v', value: '3' }] },
+          ],
+          backendRefs: backend,
+        },
+      ],
+    }),
+  ]);
+  assert.equal(pick(t, 'x', '/other'), 'shop/a#0');
+  assert.equal(pick(t, 'x', '/api/v1'), 'shop/a#2', 'Exact before any prefix');
+  assert.equal(pick(t, 'x', '/api/v1', { method: 'POST' }), 'shop/a#2');
+  assert.equal(pick(t, 'x', '/api/v2'), 'shop/a#1');
+  assert.equal(pick(t, 'x', '/api/v2', { method: 'POST' }), 'shop/a#3', 'a method match before none');
+  assert.equal(
+    pick(t, 'x', '/api/v2', { method: 'POST', headers: { 'x-v': '2' } }),
+    'shop/a#4',
+    'more headers first',
+  );
+  assert.equal(pick(t, 'x', '/api/v2', { query: 'v=3' }), 'shop/a#5');
+  assert.equal(
+    pick(t, 'x', '/api/v2', { query: 'v=4&v=3' }),
+    'shop/a#1',
+    'only the first value of a parameter counts',
+  );
+});
+
+test('a prefix matches by whole path elements and ignores its trailing slash', () => {
+  const t = tableOf([
+    route('a', {
+      rules: [{ matches: [{ path: { type: 'PathPrefix', value: '/abc/' } }], backendRefs: backend }],
+    }),
+  ]);
+  for (const p of ['/abc', '/abc/', '/abc/def']) assert.equal(pick(t, 'x', p), 'shop/a#0', p);
+  assert.equal(pick(t, 'x', '/abcd'), undefined);
+  assert.equal(pick(t, 'x', '/ab'), undefined);
+});
+
+test('ties between routes: the oldest, then namespace/name; within a route the first rule', () => {
+  const rule = { matches: [{ path: { type: 'PathPrefix', value: '/p' } }], backendRefs: backend };
+  const t = tableOf([
+    route('young', { rules: [rule] }, 'shop', '2026-02-01T00:00:00Z'),
+    route('b', { rules: [rule, rule] }, 'shop'),
+    route('a', { rules: [rule] }, 'zoo'),
+  ]);
+  assert.equal(pick(t, 'x', '/p'), 'shop/b#0');
+  const u = tableOf([route('b', { rules: [rule] }, 'zoo'), route('a', { rules: [rule] }, 'zoo')]);
+  assert.equal(pick(u, 'x', '/p'), 'zoo/a#0');
+});
+
+test('hosts: exact before the longest wildcard before none, falling back when a host has no match', () => {
+  const at = (value: string) => ({
+    rules: [{ matches: [{ path: { type: 'PathPrefix', value } }], backendRefs: backend }],
+  });
+  const t = tableOf([
+    route('exact', { hostnames: ['a.b.example.com'], ...at('/only') }),
+    route('wild', { hostnames: ['*.b.example.com'], ...at('/') }),
+    route('wider', { hostnames: ['*.example.com'], ...at('/') }),
+    route('any', at('/')),
+  ]);
+  assert.equal(pick(t, 'a.b.example.com', '/only'), 'shop/exact#0');
+  assert.equal(pick(t, 'a.b.example.com', '/other'), 'shop/wild#0');
+  assert.equal(pick(t, 'c.b.example.com', '/'), 'shop/wild#0');
+  assert.equal(pick(t, 'b.example.com', '/'), 'shop/wider#0');
+  assert.equal(pick(t, 'example.com', '/'), 'shop/any#0', 'a wildcard never matches its own suffix');
+  assert.equal(pick(t, 'example.org', '/'), 'shop/any#0');
+});
+
+test('listener and route hostnames intersect; no intersection is NoMatchingListenerHostname', () => {
+  const listeners = [
+    httpListener({ name: 'wild', hostname: '*.example.com' }),
+    httpListener({ name: 'exact', hostname: 'bar.com' }),
+  ];
+  const rule = { rules: [{ backendRefs: backend }] };
+  const t = tableOf(
+    [
+      route('both', { hostnames: ['foo.example.com', 'foo.example.net'], ...rule }),
+      route('wider', {
+        parentRefs: [{ name: 'edge', namespace: 'infra', sectionName: 'exact' }],
+        hostnames: ['*.com'],
+        ...rule,
+      }),
+      route('none', {
+        parentRefs: [{ name: 'edge', namespace: 'infra', sectionName: 'exact' }],
+        hostnames: ['x.org'],
+        ...rule,
+      }),
+    ],
+    listeners,
+  );
+  assert.equal(pick(t, 'foo.example.com', '/'), 'shop/both#0');
+  assert.equal(
+    pick(t, 'foo.example.net', '/'),
+    undefined,
+    'a route hostname outside the listener is ignored',
+  );
+  assert.equal(pick(t, 'bar.com', '/'), 'shop/wider#0', 'a wildcard route serves the exact listener host');
+  assert.equal(pick(t, 'baz.com', '/'), undefined);
+  const none = t.routeStatus().get('shop/none')![0]!.conditions[0]!;
+  assert.deepEqual([none.status, none.reason], ['False', 'NoMatchingListenerHostname']);
+  assert.deepEqual(
+    t.listenerStatus('infra/edge').map((l) => [l.name, l.attachedRoutes]),
+    [
+      ['wild', 1],
+      ['exact', 1],
+    ],
+  );
+});
+
+test('attachment: allowedRoutes, sectionName, port, foreign classes, and the reasons given', () => {
+  const listeners = [
+    httpListener({ name: 'same', allowedRoutes: { namespaces: { from: 'Same' } } }),
+    httpListener({ name: 'all', port: 8080 }),
+    httpListener({
+      name: 'kinds',
+      allowedRoutes: { namespaces: { from: 'All' }, kinds: [{ kind: 'GRPCRoute' }] },
+    }),
+    httpListener({ name: 'tcp', protocol: 'TCP' }),
+  ];
+  const to = (parentRef: Record<string, unknown>) => ({
+    parentRefs: [{ name: 'edge', namespace: 'infra', ...parentRef }],
+    rules: [{ backendRefs: backend }],
+  });
+  const t = tableOf(
+    [
+      route('same-other-ns', to({ sectionName: 'same' })),
+      route('same-ns', to({ sectionName: 'same' }), 'infra'),
+      route('by-port', to({ port: 8080 })),
+      route('missing', to({ sectionName: 'nope' })),
+      route('kinds', to({ sectionName: 'kinds' })),
+      route('tcp', to({ sectionName: 'tcp' })),
+      route('foreign', { parentRefs: [{ name: 'elsewhere' }], rules: [{ backendRefs: backend }] }),
+    ],
+    listeners,
+  );
+  const reason = (r: string) => {
+    const c = t.routeStatus().get(r)![0]!.conditions[0]!;
+    return `${c.status}/${c.reason}`;
+  };
+  assert.equal(reason('shop/same-other-ns'), 'False/NotAllowedByListeners');
+  assert.equal(reason('infra/same-ns'), 'True/Accepted');
+  assert.equal(reason('shop/by-port'), 'True/Accepted');
+  assert.equal(reason('shop/missing'), 'False/NoMatchingParent');
+  assert.equal(reason('shop/kinds'), 'False/NotAllowedByListeners');
+  assert.equal(reason('shop/tcp'), 'False/NotAllowedByListeners');
+  assert.equal(t.routeStatus().has('shop/foreign'), false, 'no status for a parent that is not ours');
+  const ls = Object.fromEntries(t.listenerStatus('infra/edge').map((l) => [l.name, l]));
+  assert.deepEqual(ls.kinds!.supportedKinds, []);
+  assert.equal(ls.kinds!.conditions.find((c) => c.type === 'ResolvedRefs')!.reason, 'InvalidRouteKinds');
+  assert.equal(ls.tcp!.conditions[0]!.reason, 'UnsupportedProtocol');
+  assert.equal(ls.all!.attachedRoutes, 1);
+});
+
+test('a Gateway of another controller class is not served', () => {
+  const t = tableOf([route('a', { rules: [{ backendRefs: backend }] })]);
+  assert.equal(t.gateways().size, 1);
+  assert.deepEqual([...t.classes()], ['outrigger']);
+});
+
+test('unsupported values reject the whole route with UnsupportedValue; nothing of it is served', () => {
+  const t = tableOf([
+    route('regex', {
+      rules: [
+        { matches: [{ path: { type: 'PathPrefix', value: '/ok' } }], backendRefs: backend },
+        { matches: [{ path: { type: 'RegularExpression', value: '/(a+)+$' } }], backendRefs: backend },
+      ],
+    }),
+    route('mirror', {
+      rules: [{ filters: [{ type: 'RequestMirror', requestMirror: {} }], backendRefs: backend }],
+    }),
+  ]);
+  assert.equal(pick(t, 'x', '/ok'), undefined);
+  for (const r of ['shop/regex', 'shop/mirror']) {
+    const c = t.routeStatus().get(r)![0]!.conditions[0]!;
+    assert.deepEqual([c.status, c.reason], ['False', 'UnsupportedValue'], r);
+  }
+});
+
+test('backendRefs: another namespace needs a ReferenceGrant; other kinds are InvalidKind', () => {
+  const rules = (refs: unknown[]) => ({ rules: [{ backendRefs: refs }] });
+  const routes = [
+    route('cross', rules([svc('db', 80, { namespace: 'data' })])),
+    route('kind', rules([{ group: 'example.com', kind: 'Bucket', name: 'b' }])),
+  ];
+  const status = (t: ReturnType<typeof tableOf>, r: string) => {
+    const c = t
+      .routeStatus()
+      .get(r)![0]!
+      .conditions.find((x) => x.type === 'ResolvedRefs')!;
+    return `${c.status}/${c.reason}`;
+  };
+  const denied = tableOf(routes);
+  assert.equal(status(denied, 'shop/cross'), 'False/RefNotPermitted');
+  assert.equal(status(denied, 'shop/kind'), 'False/InvalidKind');
+  const cross = denied.lookup('http', 'x', { method: 'GET', path: '/', query: '', header: () => undefined });
+  assert.ok(cross && 'invalid' in cross.rule.backends[0]!, 'the route is served; the backend answers 500');
+  assert.equal(
+    status(tableOf(routes, undefined, [grant('data', 'shop')]), 'shop/cross'),
+    'True/ResolvedRefs',
+  );
+  assert.equal(
+    status(tableOf(routes, undefined, [grant('data', 'shop', 'other')]), 'shop/cross'),
+    'False/RefNotPermitted',
+  );
+  assert.equal(
+    status(tableOf(routes, undefined, [grant('data', 'elsewhere')]), 'shop/cross'),
+    'False/RefNotPermitted',
+  );
+});
+
+test('HTTPS listeners serve only https requests, HTTP only http', () => {
+  const t = tableOf(
+    [
+      route('a', {
+        parentRefs: [{ name: 'edge', namespace: 'infra', sectionName: 'https' }],
+        rules: [{ backendRefs: backend }],
+      }),
+    ],
+    [
+      httpListener(),
+      httpListener({
+        name: 'https',
+        port: 443,
+        protocol: 'HTTPS',
+        tls: { certificateRefs: [{ name: 'c' }] },
+      }),
+    ],
+  );
+  assert.equal(pick(t, 'x', '/', {}, 'https'), 'shop/a#0');
+  assert.equal(pick(t, 'x', '/', {}, 'http'), undefined);
+});
