@@ -13,6 +13,7 @@ import type { Ingress, TlsSecret } from '../gateway/objects.ts';
 import { StatusPublisher } from '../gateway/status.ts';
 import { createGatewayStore, type GatewayStore, type GatewayStoreOptions } from '../gateway/store.ts';
 import type { RouteTable } from '../gateway/table.ts';
+import type { GatewayRouteTable } from '../routes/table.ts';
 import type { Clock, Random } from '../shared/clock.ts';
 import { OutriggerError } from '../shared/errors.ts';
 import type { Logger } from '../shared/log.ts';
@@ -45,7 +46,7 @@ export interface GatewayDiscovery {
 export async function openGatewayDiscovery(
   config: GatewayConfig,
   deps: GatewayDiscoveryDeps,
-  onTable: (table: RouteTable, secrets: ReadonlyMap<string, TlsSecret>) => void,
+  onTable: (table: RouteTable, secrets: ReadonlyMap<string, TlsSecret>, routes: GatewayRouteTable) => void,
 ): Promise<GatewayDiscovery> {
   const { api, clock, random, log, tuning } = deps;
   // Private to the gateway's user: it holds TLS private keys.
@@ -76,10 +77,11 @@ export async function openGatewayDiscovery(
     classPolicy: { controller: config.controller, watchWithoutClass: config.watchWithoutClass },
     ...(config.watchNamespace ? { namespace: config.watchNamespace } : {}),
     ...(config.defaultCertificate ? { defaultCertificate: config.defaultCertificate } : {}),
-    onTable: (table, secrets) => {
+    gatewayApi: config.gatewayApi,
+    onTable: (table, secrets, routes) => {
       status?.schedule();
-      onTable(table, secrets);
-      for (const key of table.services()) {
+      onTable(table, secrets, routes);
+      for (const key of [...table.services(), ...routes.services()]) {
         const [namespace = '', name = ''] = key.split('/');
         void resolver.resolve({ namespace, name }, { waitMs: 0 });
       }

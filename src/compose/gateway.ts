@@ -31,6 +31,8 @@ export interface GatewayDeps {
   api: KubeApi;
   clock?: Clock;
   random?: Random;
+  /** The draws of weighted backendRefs (default: random); tests make a split exact. */
+  weightDraw?: Random;
   log: Logger;
   /** Tracing's observer; metrics are always observed. */
   observer?: HopObserver;
@@ -58,10 +60,14 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
   const certs = new Certificates(log.child({ component: 'gateway-tls' }));
   // The listeners exist only after discovery; until then a new table has no default to refresh.
   const tls = { refreshDefault: (): void => {} };
-  const discovery = await openGatewayDiscovery(config, { ...deps, clock, random }, (table, secrets) => {
-    certs.update(table, secrets, config.defaultCertificate);
-    tls.refreshDefault();
-  });
+  const discovery = await openGatewayDiscovery(
+    config,
+    { ...deps, clock, random },
+    (table, secrets, routes) => {
+      certs.update(table, secrets, config.defaultCertificate, routes);
+      tls.refreshDefault();
+    },
+  );
   const { store, resolver } = discovery;
   const { balancers, upstream, forwarder } = createUpstream(config, { metrics, log, clock, random });
   // Gateway hops are counted under their own direction label; tracing sees them as SERVER spans.
@@ -79,6 +85,8 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
   );
   const handler = new IngressGatewayHandler({
     table: () => store.table(),
+    routes: () => store.routeTable(),
+    random: deps.weightDraw ?? random,
     tableStale: () => store.stale(),
     backends: {
       resolver,

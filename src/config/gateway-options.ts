@@ -96,6 +96,14 @@ export const gatewayOptions = {
     default: false,
     describe: 'also serve Ingresses without any class (they are served anyway when our class is the default)',
   }),
+  gatewayApi: opt({
+    flag: '--gateway-api <bool>',
+    env: 'OUTRIGGER_GATEWAY_GATEWAY_API',
+    parser: p.bool,
+    default: false,
+    describe:
+      'also serve Gateway API Gateways and HTTPRoutes of GatewayClasses with this controllerName (needs the standard-channel CRDs)',
+  }),
   defaultCertificate: opt<string | undefined>({
     flag: '--default-certificate <namespace/name>',
     env: 'OUTRIGGER_GATEWAY_DEFAULT_CERTIFICATE',

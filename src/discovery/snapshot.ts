@@ -24,6 +24,8 @@ export interface GatewaySnapshot {
   ingresses: string[];
   ingressClasses: string[];
   tlsSecrets: { namespace: string; name: string; resourceVersion: string; certPem: string; keyPem: string }[];
+  /** Gateway API objects (JSON text), with --gateway-api. */
+  gatewayApi: string[];
 }
 
 let schema: protobuf.Type | undefined;
@@ -74,6 +76,7 @@ interface PbSnapshot {
   ingressesJson: string[];
   ingressClassesJson: string[];
   tlsSecrets: GatewaySnapshot['tlsSecrets'];
+  gatewayApiJson: string[];
 }
 
 const long = (v: number | { toNumber(): number } | undefined): number =>
@@ -175,6 +178,7 @@ export function encodeSnapshot(d: SnapshotData): Buffer {
           ingressesJson: d.gateway.ingresses,
           ingressClassesJson: d.gateway.ingressClasses,
           tlsSecrets: d.gateway.tlsSecrets,
+          gatewayApiJson: d.gateway.gatewayApi,
         }
       : {}),
   });
@@ -217,6 +221,7 @@ export function decodeSnapshot(buf: Buffer): SnapshotData {
       ingresses: [...pb.ingressesJson],
       ingressClasses: [...pb.ingressClassesJson],
       tlsSecrets: pb.tlsSecrets.map((t) => ({ ...t })),
+      gatewayApi: [...pb.gatewayApiJson],
     },
   };
 }

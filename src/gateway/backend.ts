@@ -26,7 +26,7 @@ export interface BackendPolicy {
 }
 
 export type BackendDecision =
-  | { kind: 'error'; code: ProxyErrorCode; detail: string; stale: boolean }
+  | { kind: 'error'; code: ProxyErrorCode; detail: string; stale: boolean; absent?: true }
   | (ForwardPlan & { kind: 'plan'; stale: boolean });
 
 const portOf = (ports: ServicePort[], want: ServiceBackend['port']): ServicePort | undefined =>
@@ -46,7 +46,15 @@ export async function planBackend(policy: BackendPolicy, backend: ServiceBackend
     { namespace: backend.namespace, name: backend.name },
     { waitMs: policy.waitMs },
   );
-  if (res.kind === 'absent') return fail(`service ${service} does not exist`);
+  if (res.kind === 'absent') {
+    return {
+      kind: 'error',
+      code: 'no_endpoints',
+      detail: `service ${service} does not exist`,
+      stale: false,
+      absent: true,
+    };
+  }
   if (res.kind === 'unknown') return fail(`no data for service ${service} yet (${res.reason})`);
   const stale = res.freshness.state === 'stale';
   const sp = portOf(res.service.ports, backend.port);

@@ -2,11 +2,13 @@ import { createSecureContext, type SecureContext } from 'node:tls';
 import { errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/log.ts';
 import { objectKey, type TlsSecret } from './objects.ts';
+import type { GatewayRouteTable } from '../routes/table.ts';
 import type { RouteTable } from './table.ts';
 
 /**
- * The certificates the HTTPS listener serves, chosen by SNI: the Secret the Ingresses name for the
- * server name (exact host, then a one-label wildcard), else the default certificate. A client
+ * The certificates the HTTPS listener serves, chosen by SNI: the Secret of the most specific
+ * Gateway HTTPS listener for the server name, else the Secret the Ingresses name for it (exact
+ * host, then a one-label wildcard), else the default certificate. A client
  * without SNI, or a name no Ingress covers, gets the default; with no default configured the
  * handshake fails (there is nothing honest to present).
  *
@@ -18,6 +20,7 @@ export class Certificates {
   /** Secret key -> its context, rebuilt only when the Secret's content changes. */
   #contexts = new Map<string, { secret: TlsSecret; context: SecureContext }>();
   #table: RouteTable | undefined;
+  #routes: GatewayRouteTable | undefined;
   #defaultKey: string | undefined;
   readonly #broken = new Map<string, string>();
 
@@ -29,8 +32,14 @@ export class Certificates {
    * Replaces what is served. secrets holds every known TLS Secret by "namespace/name";
    * defaultSecret names the default certificate's Secret, if any.
    */
-  update(table: RouteTable, secrets: ReadonlyMap<string, TlsSecret>, defaultSecret?: string): void {
+  update(
+    table: RouteTable,
+    secrets: ReadonlyMap<string, TlsSecret>,
+    defaultSecret?: string,
+    routes?: GatewayRouteTable,
+  ): void {
     const wanted = table.tlsSecrets();
+    for (const key of routes?.tlsSecrets() ?? []) wanted.add(key);
     if (defaultSecret) wanted.add(defaultSecret);
     const next = new Map<string, { secret: TlsSecret; context: SecureContext }>();
     for (const key of wanted) {
@@ -48,14 +57,18 @@ export class Certificates {
     }
     this.#contexts = next;
     this.#table = table;
+    this.#routes = routes;
     this.#defaultKey = defaultSecret;
   }
 
   /** The context for a server name ('' without SNI), or undefined when there is none. */
   contextFor(serverName: string): SecureContext | undefined {
-    const binding = serverName ? this.#table?.tlsFor(serverName) : undefined;
-    const hit = binding && this.#contexts.get(binding.secret);
-    if (hit) return hit.context;
+    if (serverName) {
+      const listener = this.#routes?.tlsFor(serverName);
+      const secret = listener ?? this.#table?.tlsFor(serverName)?.secret;
+      const hit = secret && this.#contexts.get(secret);
+      if (hit) return hit.context;
+    }
     return this.#defaultKey ? this.#contexts.get(this.#defaultKey)?.context : undefined;
   }
 

@@ -12,15 +12,22 @@ import { startRequestHop, type Hop, type HopObserver } from '../proxy/observer.t
 import { sendError, statusOf, writeSocketError, type ProxyErrorCode } from '../proxy/status.ts';
 import { planBackend, type BackendDecision, type BackendPolicy } from './backend.ts';
 import type { GatewayHandler } from './listeners.ts';
-import type { RouteTable } from './table.ts';
+import { normalizeHost, type RouteTable } from './table.ts';
+import type { GatewayRouteTable, Selected } from '../routes/table.ts';
+import { httpRouteAction, matchHttpRoute } from './http-route.ts';
 
 /**
- * One request through the gateway: Host and path -> an Ingress rule (the table of the moment) ->
- * the endpoints of its Service -> the sidecar's forwarder (retries, timeouts, x-outrigger-error),
- * observed as a SERVER span and counted in metrics. HTTP/1.1 requests and WebSocket upgrades.
+ * One request through the gateway: Host and path -> an HTTPRoute rule (Gateway API), else an
+ * Ingress rule (the tables of the moment) -> the endpoints of its Service -> the sidecar's
+ * forwarder (retries, timeouts, x-outrigger-error), observed as a SERVER span and counted in
+ * metrics. HTTP/1.1 requests and WebSocket upgrades.
  */
 export interface HandlerOptions {
   table: () => RouteTable;
+  /** The Gateway API table (empty without --gateway-api); tried before the Ingresses. */
+  routes: () => GatewayRouteTable;
+  /** In [0, 1): draws a backendRef by weight. */
+  random: () => number;
   /** Whether the routing data (Ingresses, classes, Secrets) is served from last-known-good. */
   tableStale: () => boolean;
   backends: BackendPolicy;
@@ -31,7 +38,9 @@ export interface HandlerOptions {
 }
 
 type Routed =
-  { kind: 'error'; code: ProxyErrorCode; detail: string } | Extract<BackendDecision, { kind: 'plan' }>;
+  | { kind: 'error'; code: ProxyErrorCode; detail: string }
+  | { kind: 'redirect'; status: number; location: string }
+  | (Extract<BackendDecision, { kind: 'plan' }> & { edit?: (req: IncomingMessage) => void });
 
 export class IngressGatewayHandler implements GatewayHandler {
   readonly #o: HandlerOptions;
@@ -66,7 +75,14 @@ export class IngressGatewayHandler implements GatewayHandler {
       hop.end({ status, errorCode: routed.code, errorMessage: routed.detail });
       return;
     }
+    if (routed.kind === 'redirect') {
+      res.writeHead(routed.status, { location: routed.location, 'content-length': 0 });
+      res.end();
+      hop.end({ status: routed.status });
+      return;
+    }
     req.headers = this.#upstreamHeaders(req, false);
+    routed.edit?.(req);
     const result = await this.#o.forwarder.forward(req, res, routed, hop);
     if (result.errorCode) this.#warn(result.errorCode, result.errorMessage);
     hop.end(result);
@@ -75,7 +91,15 @@ export class IngressGatewayHandler implements GatewayHandler {
   async #upgrade(req: IncomingMessage, socket: Socket, head: Buffer, hop: Hop): Promise<void> {
     const routed = await this.#route(req, hop);
     if (routed.kind === 'error') return this.#socketFail(socket, hop, routed.code, routed.detail);
+    if (routed.kind === 'redirect') {
+      socket.end(
+        `HTTP/1.1 ${routed.status} Redirect\r\nlocation: ${routed.location}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n`,
+      );
+      hop.end({ status: routed.status });
+      return;
+    }
     req.headers = this.#upstreamHeaders(req, true);
+    routed.edit?.(req);
     this.#o.forwarder.upgrade(req, socket, head, routed, hop, (code, detail) =>
       this.#socketFail(socket, hop, code, detail),
     );
@@ -84,9 +108,13 @@ export class IngressGatewayHandler implements GatewayHandler {
   async #route(req: IncomingMessage, hop: Hop): Promise<Routed> {
     const target = requestTarget(req);
     if (!target) return { kind: 'error', code: 'bad_request', detail: 'malformed request target' };
-    const route = this.#o.table().lookup(target.host, target.path);
     const tableStale = this.#o.tableStale();
     if (tableStale) hop.setStale(true);
+    const scheme = (req.socket as TLSSocket).encrypted ? 'https' : 'http';
+    const host = normalizeHost(target.host);
+    const selected = matchHttpRoute(this.#o.routes(), scheme, host, target.path, req);
+    if (selected) return this.#routeHttp(req, hop, selected, { scheme, host, path: target.path });
+    const route = this.#o.table().lookup(target.host, target.path);
     if (!route) {
       return {
         kind: 'error',
@@ -100,6 +128,34 @@ export class IngressGatewayHandler implements GatewayHandler {
     if (decision.stale) hop.setStale(true);
     if (decision.kind === 'error') this.#warn(decision.code, decision.detail, service);
     return decision;
+  }
+
+  async #routeHttp(
+    req: IncomingMessage,
+    hop: Hop,
+    selected: Selected,
+    line: { scheme: 'http' | 'https'; host: string; path: string },
+  ): Promise<Routed> {
+    const url = req.url ?? '';
+    const q = url.indexOf('?');
+    const action = httpRouteAction(selected, { ...line, search: q < 0 ? '' : url.slice(q) }, this.#o.random);
+    if (action.kind === 'redirect') return action;
+    if (action.kind === 'invalid')
+      return { kind: 'error', code: 'route_backend_invalid', detail: action.detail };
+    const service = `${action.backend.namespace}/${action.backend.name}`;
+    hop.setService(service);
+    const decision = await planBackend(this.#o.backends, action.backend);
+    if (decision.stale) hop.setStale(true);
+    if (decision.kind === 'error') {
+      this.#warn(decision.code, decision.detail, service);
+      // The spec's answer to a backendRef naming a Service that does not exist is a 500.
+      return decision.absent ? { ...decision, code: 'route_backend_invalid' } : decision;
+    }
+    return {
+      ...decision,
+      edit: (r) => action.editRequest(r),
+      ...(action.editResponse ? { editResponse: action.editResponse } : {}),
+    };
   }
 
   /**

@@ -23,6 +23,8 @@ import {
   type TlsSecret,
 } from './objects.ts';
 import { RouteTable, type TableProblem } from './table.ts';
+import { GatewayRouteTable } from '../routes/table.ts';
+import { RouteObjects } from './route-objects.ts';
 
 /**
  * What the gateway reads from the API, kept under the same last-known-good rules as the sidecar's
@@ -43,13 +45,15 @@ export interface GatewayStoreOptions {
   classPolicy: ClassPolicy;
   /** Watch Ingresses of this namespace only; all namespaces when unset. */
   namespace?: string;
+  /** Also serve Gateway API Gateways and HTTPRoutes (the CRDs must be installed). */
+  gatewayApi?: boolean;
   /** "namespace/name" of the default certificate's Secret. */
   defaultCertificate?: string;
   snapshotPath?: string;
   snapshotDebounceMs?: number;
   reflector?: ReflectorTuning;
   /** Called with every new table (after the swap). */
-  onTable?: (table: RouteTable, secrets: ReadonlyMap<string, TlsSecret>) => void;
+  onTable?: (table: RouteTable, secrets: ReadonlyMap<string, TlsSecret>, routes: GatewayRouteTable) => void;
 }
 
 export interface GatewayStatus {
@@ -59,6 +63,9 @@ export interface GatewayStatus {
   servedIngresses: number;
   routes: number;
   tlsSecrets: number;
+  /** With --gateway-api: our Gateways and the HTTPRoutes attached to them. */
+  gateways?: number;
+  httpRoutes?: number;
   stale: { collection: string; reason: string; since: number }[];
   /** How many of the problems are conflicts (a rule, default, certificate or host lost). */
   conflicts: number;
@@ -93,6 +100,8 @@ export class GatewayStore {
   readonly #secrets = new Map<string, Watched<TlsSecret>>();
   readonly #writer: SnapshotWriter | undefined;
   #table = new RouteTable([]);
+  readonly #routeObjects: RouteObjects | undefined;
+  #routeTable = EMPTY_ROUTES;
   #served: Ingress[] = [];
   #fromSnapshot = false;
   #stale = false;
@@ -117,13 +126,17 @@ export class GatewayStore {
       {},
       new ObjectSet((raw) => keyed(slimIngressClass(raw)), changed, now),
     );
+    if (o.gatewayApi) this.#routeObjects = new RouteObjects(this.#reflector, o.namespace, changed, now);
     this.#writer = snapshotWriterOf(o, this.#log, () => this.#collect());
-    if (snapshot && snapshot.ingresses.length + snapshot.ingressClasses.length > 0) this.#load(snapshot);
+    const routes = o.gatewayApi ? (snapshot?.gatewayApi.length ?? 0) : 0;
+    if (snapshot && snapshot.ingresses.length + snapshot.ingressClasses.length + routes > 0)
+      this.#load(snapshot);
   }
 
   start(): void {
     this.#ingresses.reflector.start();
     this.#classes.reflector.start();
+    this.#routeObjects?.start();
     this.#rebuild();
   }
 
@@ -140,6 +153,11 @@ export class GatewayStore {
     return this.#served;
   }
 
+  /** The current Gateway API table (empty without --gateway-api). */
+  routeTable(): GatewayRouteTable {
+    return this.#routeTable;
+  }
+
   secrets(): Map<string, TlsSecret> {
     const out = new Map<string, TlsSecret>();
     for (const [key, w] of this.#secrets) {
@@ -151,7 +169,11 @@ export class GatewayStore {
 
   /** Ready to route: both Ingresses and IngressClasses listed once, or a snapshot loaded. */
   ready(): boolean {
-    return this.#fromSnapshot || (this.#ingresses.set.listed && this.#classes.set.listed);
+    return this.#fromSnapshot || this.#allListed();
+  }
+
+  #allListed(): boolean {
+    return this.#ingresses.set.listed && this.#classes.set.listed && (this.#routeObjects?.listed() ?? true);
   }
 
   /**
@@ -164,6 +186,7 @@ export class GatewayStore {
 
   #computeStale(): boolean {
     if (this.#ingresses.set.failure || this.#classes.set.failure) return true;
+    if ((this.#routeObjects?.failures().length ?? 0) > 0) return true;
     for (const w of this.#secrets.values()) if (w.set.failure) return true;
     return false;
   }
@@ -176,6 +199,7 @@ export class GatewayStore {
     add('ingresses', this.#ingresses.set);
     add('ingressclasses', this.#classes.set);
     for (const [key, w] of this.#secrets) add(`secret ${key}`, w.set);
+    stale.push(...(this.#routeObjects?.failures() ?? []));
     return {
       ready: this.ready(),
       ingresses: this.#ingresses.set.items.size,
@@ -183,6 +207,9 @@ export class GatewayStore {
       servedIngresses: this.#table.ingresses,
       routes: this.#table.routes,
       tlsSecrets: this.secrets().size,
+      ...(this.#routeObjects
+        ? { gateways: this.#routeTable.gateways().size, httpRoutes: this.#routeTable.attachedRoutes() }
+        : {}),
       stale,
       conflicts: this.#table.conflicts().length,
       problems: this.#table.problems,
@@ -196,7 +223,7 @@ export class GatewayStore {
   async close(): Promise<void> {
     this.#closed = true;
     const all = [this.#ingresses, this.#classes, ...this.#secrets.values()];
-    await Promise.all(all.map((w) => w.reflector.stop()));
+    await Promise.all([...all.map((w) => w.reflector.stop()), this.#routeObjects?.stop()]);
     await this.#writer?.close(true);
   }
 
@@ -212,6 +239,7 @@ export class GatewayStore {
     try {
       this.#ingresses.set.load(parse(s.ingresses, slimIngress));
       this.#classes.set.load(parse(s.ingressClasses, slimIngressClass));
+      this.#routeObjects?.load(s.gatewayApi);
     } catch (e) {
       this.#log.warn('gateway snapshot ignored', { reason: (e as Error).message });
       return;
@@ -231,6 +259,7 @@ export class GatewayStore {
       ingresses: s.ingresses.length,
       ingressClasses: s.ingressClasses.length,
       tlsSecrets: s.tlsSecrets.length,
+      gatewayApiObjects: this.#routeObjects ? s.gatewayApi.length : 0,
     });
   }
 
@@ -280,6 +309,7 @@ export class GatewayStore {
     );
     const table = new RouteTable(served);
     this.#served = served.filter((ing) => table.serves(ing));
+    this.#routeTable = this.#routeObjects?.table(this.#o.classPolicy.controller) ?? EMPTY_ROUTES;
     this.#syncSecretWatches(table);
     this.#stale = this.#computeStale();
     const before = this.#table;
@@ -287,7 +317,7 @@ export class GatewayStore {
     if (before.routes !== table.routes || before.ingresses !== table.ingresses)
       this.#log.info('route table rebuilt', { ingresses: table.ingresses, routes: table.routes });
     this.#logConflicts(before, table);
-    this.#o.onTable?.(table, this.secrets());
+    this.#o.onTable?.(table, this.secrets(), this.#routeTable);
     this.#writer?.schedule();
   }
 
@@ -317,12 +347,13 @@ export class GatewayStore {
    */
   #syncSecretWatches(table: RouteTable): void {
     const wanted = table.tlsSecrets();
+    for (const key of this.#routeTable.tlsSecrets()) wanted.add(key);
     if (this.#o.defaultCertificate) wanted.add(this.#o.defaultCertificate);
     for (const key of wanted) this.#secretWatch(key, true);
     for (const [key, w] of this.#secrets) {
       if (wanted.has(key)) continue;
       // While the Ingresses themselves are not confirmed, keep what the snapshot had.
-      if (!this.#ingresses.set.listed || !this.#classes.set.listed) continue;
+      if (!this.#allListed()) continue;
       this.#secrets.delete(key);
       void w.reflector.stop();
     }
@@ -345,10 +376,19 @@ export class GatewayStore {
         ingresses: json([...this.#ingresses.set.items.values()].map(ingressToApi)),
         ingressClasses: json(this.#classes.set.items.values()),
         tlsSecrets,
+        gatewayApi: this.#routeObjects?.collect() ?? [],
       },
     };
   }
 }
+
+const EMPTY_ROUTES = new GatewayRouteTable({
+  controller: '',
+  classes: [],
+  gateways: [],
+  routes: [],
+  grants: [],
+});
 
 function keyed<T extends { metadata: { namespace: string; name: string } }>(v: T): { key: string; value: T } {
   return { key: objectKey(v.metadata), value: v };

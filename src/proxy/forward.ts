@@ -1,4 +1,4 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import './http-proxy-shim.ts';
 import httpProxy from 'http-proxy';
@@ -38,6 +38,8 @@ export interface ForwardPlan {
   retryStatuses: ReadonlySet<number>;
   maxAttempts: number;
   budget?: { tryWithdraw(): boolean };
+  /** Edits the upstream's response headers before they are written. */
+  editResponse?: (headers: OutgoingHttpHeaders) => void;
 }
 
 export interface ForwardResult {
@@ -148,6 +150,7 @@ class ForwardCall implements AttemptSpec {
   readonly chunked: boolean;
   emptyBody = false;
   readonly expectContinue: boolean;
+  readonly editResponse: ((headers: OutgoingHttpHeaders) => void) | undefined;
   readonly #client: UpstreamClient;
   readonly #req: IncomingMessage;
   readonly #res: ServerResponse;
@@ -183,6 +186,7 @@ class ForwardCall implements AttemptSpec {
     this.method = req.method ?? 'GET';
     this.path = req.url ?? '/';
     this.headers = req.headers;
+    this.editResponse = plan.editResponse;
     const framing = requestFraming(req).kind;
     this.#bodiless = framing === 'none';
     this.chunked = framing === 'chunked';

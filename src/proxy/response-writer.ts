@@ -127,6 +127,7 @@ export class ResponseWriter implements Dispatcher.DispatchHandler {
     }
     const res = this.#res;
     const out = stripHopByHop(headers);
+    this.#spec.editResponse?.(out);
     // An answer before the whole request body (a 401 to an upload): the rest of the body is not
     // read, so this connection cannot carry another request (the listener closes it after).
     if (bodyUnread(res.req)) out.connection = 'close';

@@ -25,6 +25,7 @@ export type ProxyErrorCode = Extract<
   | 'identity_review_unavailable'
   | 'mesh_caller_denied'
   | 'no_route'
+  | 'route_backend_invalid'
 >;
 
 export const statusOf: Readonly<Record<ProxyErrorCode, number>> = {
@@ -49,6 +50,10 @@ export const statusOf: Readonly<Record<ProxyErrorCode, number>> = {
   mesh_caller_denied: 403,
   // The gateway: no Ingress rule and no default backend for the host and path.
   no_route: 404,
+  // The gateway, Gateway API: the chosen backendRef cannot be used (another kind, another
+  // namespace without a ReferenceGrant, a Service that does not exist) or every weight is 0. The
+  // spec answers these 500, in proportion to the backend's weight.
+  route_backend_invalid: 500,
 };
 
 export const ERROR_HEADER = 'x-outrigger-error';
@@ -61,6 +66,7 @@ const reasons: Record<number, string> = {
   408: 'Request Timeout',
   421: 'Misdirected Request',
   431: 'Request Header Fields Too Large',
+  500: 'Internal Server Error',
   502: 'Bad Gateway',
   503: 'Service Unavailable',
   504: 'Gateway Timeout',

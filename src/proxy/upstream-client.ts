@@ -92,6 +92,8 @@ export interface AttemptSpec {
   settled(r: AttemptResult): void;
   /** After a 'response' outcome: the response is complete downstream, or was cut. */
   finished(): void;
+  /** Edits the response headers before they are written (a route's ResponseHeaderModifier). */
+  readonly editResponse?: ((headers: OutgoingHttpHeaders) => void) | undefined;
 }
 
 export class UpstreamClient {

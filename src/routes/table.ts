@@ -1,4 +1,4 @@
-import { resolveBackend, type RouteBackend } from './backends.ts';
+import { granted, resolveBackend, type RouteBackend } from './backends.ts';
 import { intersect, lookupKeys } from './hostnames.ts';
 import { compareRanks, compileMatch, type CompiledMatch, type RequestView } from './match.ts';
 import {
@@ -119,6 +119,8 @@ export class GatewayRouteTable {
   readonly #attached = new Map<string, number>();
   readonly #routeStatus = new Map<string, RouteParentStatus[]>();
   readonly #grants: ReferenceGrant[];
+  /** HTTPS listener hostname ('' for none) -> "namespace/name" of its certificate's Secret. */
+  readonly #certificates = new Map<string, string>();
   /** Per scheme and host, the matches already indexed (a route through two listeners is one entry). */
   readonly #seen = new Map<string, Set<CompiledMatch>>();
 
@@ -129,6 +131,7 @@ export class GatewayRouteTable {
       if (this.#classes.has(g.spec.gatewayClassName)) this.#gateways.set(routeKey(g.metadata), g);
     }
     this.#grants = [...input.grants];
+    for (const g of this.#gateways.values()) this.#addCertificates(g);
     for (const r of input.routes) this.#addRoute(r);
     for (const entries of this.#hosts.values()) for (const list of entries.values()) list.sort(byOrder);
   }
@@ -136,6 +139,24 @@ export class GatewayRouteTable {
   /** Names of our GatewayClasses. */
   classes(): ReadonlySet<string> {
     return this.#classes;
+  }
+
+  /** Every Service a served rule names, "namespace/name". */
+  services(): Set<string> {
+    const out = new Set<string>();
+    for (const hosts of this.#hosts.values())
+      for (const list of hosts.values())
+        for (const e of list)
+          for (const b of e.rule.backends)
+            if ('target' in b) out.add(`${b.target.namespace}/${b.target.name}`);
+    return out;
+  }
+
+  /** How many route-to-listener attachments there are. */
+  attachedRoutes(): number {
+    let n = 0;
+    for (const v of this.#attached.values()) n += v;
+    return n;
   }
 
   /** Our Gateways by "namespace/name". */
@@ -157,6 +178,20 @@ export class GatewayRouteTable {
       }
     }
     return undefined;
+  }
+
+  /** The certificate Secret for a TLS server name: the most specific HTTPS listener hostname. */
+  tlsFor(serverName: string): string | undefined {
+    for (const key of lookupKeys(serverName)) {
+      const secret = this.#certificates.get(key);
+      if (secret) return secret;
+    }
+    return undefined;
+  }
+
+  /** Every Secret an HTTPS listener serves, "namespace/name". */
+  tlsSecrets(): Set<string> {
+    return new Set(this.#certificates.values());
   }
 
   /** The status of every route that names one of our Gateways, per such parentRef. */
@@ -189,6 +224,32 @@ export class GatewayRouteTable {
         ],
       };
     });
+  }
+
+  /**
+   * The first certificateRef of each HTTPS listener: a Secret of the Gateway's namespace, or of
+   * another one that a ReferenceGrant opens to Gateways of this one. Of two listeners with one
+   * hostname, the first written serves.
+   */
+  #addCertificates(g: Gateway): void {
+    for (const l of g.spec.listeners) {
+      const ref = l.protocol === 'HTTPS' ? this.#certificateRef(g, l) : undefined;
+      const host = l.hostname ?? '';
+      if (ref && !this.#certificates.has(host)) this.#certificates.set(host, ref);
+    }
+  }
+
+  #certificateRef(g: Gateway, l: Listener): string | undefined {
+    const ref = l.tls?.certificateRefs[0];
+    if (!ref || ref.group !== '' || ref.kind !== 'Secret') return undefined;
+    const ns = ref.namespace ?? g.metadata.namespace;
+    const from = { group: GATEWAY_GROUP, kind: 'Gateway', namespace: g.metadata.namespace };
+    if (
+      ns !== g.metadata.namespace &&
+      !granted(this.#grants, from, { group: '', kind: 'Secret', namespace: ns, name: ref.name })
+    )
+      return undefined;
+    return `${ns}/${ref.name}`;
   }
 
   #addRoute(route: HTTPRoute): void {

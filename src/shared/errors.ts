@@ -24,6 +24,7 @@ export type ErrorCode =
   | 'headers_too_large'
   | 'request_timeout'
   | 'no_route'
+  | 'route_backend_invalid'
   | 'admission_invalid'
   | 'source_invalid'
   | 'identity_request_invalid'

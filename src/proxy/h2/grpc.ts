@@ -75,6 +75,8 @@ export function grpcStatusOf(code: ProxyErrorCode): number {
     // The gateway's 404: gRPC maps HTTP 404 to UNIMPLEMENTED (doc/http-grpc-status-mapping.md).
     case 'no_route':
       return GrpcStatus.UNIMPLEMENTED;
+    case 'route_backend_invalid':
+      return GrpcStatus.INTERNAL;
   }
 }
 

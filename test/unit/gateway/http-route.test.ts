@@ -1,0 +1,255 @@
+// The composed gateway with --gateway-api on the in-memory API and real loopback backends: HTTPRoutes
+// attached to a Gateway of our class are served before the Ingresses; weights, matches, filters,
+// redirects, invalid backends (500), HTTPS by the listener's certificate, and the fall-back to Ingress.
+import assert from 'node:assert/strict';
+import { createServer, request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, test } from 'node:test';
+import { startGateway, type Gateway } from '../../../src/compose/gateway.ts';
+import { loadGatewayConfig } from '../../../src/config/gateway-options.ts';
+import { CONTROLLER } from '../../../src/gateway/classes.ts';
+import { FakeKubeApi } from '../../harness/fake-kube-api.ts';
+import { httpsBody } from '../../harness/http-get.ts';
+import { memoryLogger } from '../../harness/memory-logger.ts';
+import { selfSigned, tlsSecretObject } from '../../harness/tls-certs.ts';
+import { rawIngress } from './ingress-fixtures.ts';
+
+type Obj = Parameters<FakeKubeApi['put']>[1];
+const api = new FakeKubeApi();
+const put = (path: string, o: unknown): void => api.put(path, o as Obj);
+const GW = '/apis/gateway.networking.k8s.io/v1';
+const servers: Server[] = [];
+let gateway: Gateway;
+/** The gateway's weighted draws come from here, so a split is exact. */
+let draws: number[] = [];
+const pem = selfSigned('secure.example.com');
+
+/** Answers "<name> <method> <url>" with the request headers it got in x-seen (JSON). */
+async function backend(name: string): Promise<number> {
+  const s = createServer((req, res) => {
+    req.resume();
+    res.setHeader('x-seen', JSON.stringify(req.headers));
+    res.setHeader('x-backend-drop', 'gone');
+    res.end(`${name} ${req.method} ${req.url}`);
+  });
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  servers.push(s);
+  return (s.address() as AddressInfo).port;
+}
+
+function service(name: string, port: number): void {
+  put('/api/v1/services', {
+    metadata: { namespace: 'shop', name },
+    spec: {
+      clusterIP: '10.96.0.20',
+      ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: 'http' }],
+    },
+  });
+  put('/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices', {
+    metadata: { namespace: 'shop', name: `${name}-1`, labels: { 'kubernetes.io/service-name': name } },
+    addressType: 'IPv4',
+    endpoints: [{ addresses: ['127.0.0.1'], conditions: { ready: true } }],
+    ports: [{ name: 'http', port, protocol: 'TCP' }],
+  });
+}
+
+const httpRoute = (name: string, spec: Record<string, unknown>) => ({
+  kind: 'HTTPRoute',
+  metadata: { namespace: 'shop', name, creationTimestamp: '2026-01-01T00:00:00Z' },
+  spec: { parentRefs: [{ name: 'edge', namespace: 'infra' }], ...spec },
+});
+const to = (name: string, weight?: number) => ({
+  name,
+  port: 80,
+  ...(weight === undefined ? {} : { weight }),
+});
+
+before(async () => {
+  for (const n of ['v1', 'v2', 'legacy']) service(n, await backend(n));
+  put(`${GW}/gatewayclasses`, {
+    kind: 'GatewayClass',
+    metadata: { name: 'outrigger' },
+    spec: { controllerName: CONTROLLER },
+  });
+  put(`${GW}/gateways`, {
+    kind: 'Gateway',
+    metadata: { namespace: 'infra', name: 'edge' },
+    spec: {
+      gatewayClassName: 'outrigger',
+      listeners: [
+        {
+          name: 'http',
+          port: 80,
+          protocol: 'HTTP',
+          hostname: '*.example.com',
+          allowedRoutes: { namespaces: { from: 'All' } },
+        },
+        {
+          name: 'https',
+          port: 443,
+          protocol: 'HTTPS',
+          hostname: 'secure.example.com',
+          tls: { certificateRefs: [{ name: 'secure-tls' }] },
+          allowedRoutes: { namespaces: { from: 'All' } },
+        },
+      ],
+    },
+  });
+  put('/api/v1/namespaces/infra/secrets', tlsSecretObject('infra', 'secure-tls', pem));
+  const routes = [
+    httpRoute('canary', {
+      hostnames: ['app.example.com'],
+      rules: [
+        { backendRefs: [to('v1', 3), to('v2', 1)] },
+        {
+          matches: [
+            { path: { type: 'PathPrefix', value: '/' }, headers: [{ name: 'x-canary', value: 'yes' }] },
+          ],
+          backendRefs: [to('v2')],
+        },
+      ],
+    }),
+    httpRoute('edits', {
+      hostnames: ['edit.example.com'],
+      rules: [
+        {
+          matches: [{ path: { type: 'PathPrefix', value: '/old' } }],
+          filters: [
+            {
+              type: 'URLRewrite',
+              urlRewrite: {
+                hostname: 'internal',
+                path: { type: 'ReplacePrefixMatch', replacePrefixMatch: '/new' },
+              },
+            },
+            {
+              type: 'RequestHeaderModifier',
+              requestHeaderModifier: {
+                set: [{ name: 'x-set', value: 's' }],
+                add: [{ name: 'x-add', value: 'b' }],
+                remove: ['x-drop'],
+              },
+            },
+            {
+              type: 'ResponseHeaderModifier',
+              responseHeaderModifier: { add: [{ name: 'x-resp', value: 'r' }], remove: ['x-backend-drop'] },
+            },
+          ],
+          backendRefs: [to('v1')],
+        },
+        {
+          matches: [{ path: { type: 'Exact', value: '/moved' } }],
+          filters: [
+            {
+              type: 'RequestRedirect',
+              requestRedirect: { scheme: 'https', hostname: 'secure.example.com', statusCode: 301 },
+            },
+          ],
+        },
+        { matches: [{ path: { type: 'PathPrefix', value: '/gone' } }], backendRefs: [to('nonexistent')] },
+        { matches: [{ path: { type: 'PathPrefix', value: '/zero' } }], backendRefs: [to('v1', 0)] },
+      ],
+    }),
+    httpRoute('secure', {
+      parentRefs: [{ name: 'edge', namespace: 'infra', sectionName: 'https' }],
+      rules: [{ backendRefs: [to('v2')] }],
+    }),
+  ];
+  for (const r of routes) put(`${GW}/httproutes`, r);
+  put('/apis/networking.k8s.io/v1/ingressclasses', {
+    metadata: { name: 'outrigger' },
+    spec: { controller: CONTROLLER },
+  });
+  put(
+    '/apis/networking.k8s.io/v1/ingresses',
+    rawIngress({
+      name: 'old',
+      namespace: 'shop',
+      rules: [{ host: 'legacy.example.com', paths: [{ path: '/', svc: 'legacy', port: 80 }] }],
+    }),
+  );
+  const config = loadGatewayConfig({
+    flags: { httpPort: '1', httpsPort: '1', adminPort: '1', listenHost: '127.0.0.1', gatewayApi: 'true' },
+  });
+  gateway = await startGateway(
+    { ...config, httpPort: 0, httpsPort: 0, adminPort: 0 },
+    {
+      api,
+      log: memoryLogger('warn'),
+      weightDraw: () => draws.shift() ?? 0,
+      tuning: { discoveryWaitMs: 2_000 },
+    },
+  );
+  for (let i = 0; i < 100 && gateway.resolver.status().subscriptions < 3; i++)
+    await new Promise((r) => setTimeout(r, 10));
+});
+
+after(async () => {
+  await gateway.close();
+  for (const s of servers) s.close();
+});
+
+function get(host: string, path: string, headers: Record<string, string> = {}) {
+  return new Promise<{ status: number; body: string; headers: Record<string, unknown> }>(
+    (resolve, reject) => {
+      const req = request(
+        { host: '127.0.0.1', port: gateway.ports().http, path, headers: { host, ...headers } },
+        (res) => {
+          let body = '';
+          res.on('data', (c: Buffer) => (body += c.toString()));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body, headers: res.headers }));
+        },
+      );
+      req.on('error', reject);
+      req.end();
+    },
+  );
+}
+
+test('weights split by the draw; a header match takes precedence over the catch-all', async () => {
+  draws = [0, 0.74, 0.75, 0.99];
+  const got = [];
+  for (let i = 0; i < 4; i++) got.push((await get('app.example.com', '/x')).body.split(' ')[0]);
+  assert.deepEqual(got, ['v1', 'v1', 'v2', 'v2']);
+  assert.equal((await get('app.example.com', '/x', { 'x-canary': 'yes' })).body, 'v2 GET /x');
+});
+
+test('URL rewrite, request and response header modifiers', async () => {
+  const r = await get('edit.example.com:8080', '/old/page?q=1', { 'x-add': 'a', 'x-drop': 'd' });
+  assert.equal(r.body, 'v1 GET /new/page?q=1');
+  const seen = JSON.parse(String(r.headers['x-seen'])) as Record<string, string>;
+  assert.equal(seen.host, 'internal');
+  assert.equal(seen['x-set'], 's');
+  assert.equal(seen['x-add'], 'a,b');
+  assert.equal(seen['x-drop'], undefined);
+  assert.equal(seen['x-forwarded-host'], 'edit.example.com:8080', 'the client asked for this host');
+  assert.equal(r.headers['x-resp'], 'r');
+  assert.equal(r.headers['x-backend-drop'], undefined);
+});
+
+test('a redirect is answered by the gateway', async () => {
+  const r = await get('edit.example.com', '/moved?a=b');
+  assert.equal(r.status, 301);
+  assert.equal(r.headers.location, 'https://secure.example.com/moved?a=b');
+});
+
+test('a missing Service or weights of 0 are 500 route_backend_invalid; no match is 404', async () => {
+  for (const path of ['/gone', '/zero']) {
+    const r = await get('edit.example.com', path);
+    assert.deepEqual([r.status, r.headers['x-outrigger-error']], [500, 'route_backend_invalid'], path);
+  }
+  const miss = await get('nothing.example.com', '/');
+  assert.deepEqual([miss.status, miss.headers['x-outrigger-error']], [404, 'no_route']);
+});
+
+test('a host no HTTPRoute serves still reaches its Ingress', async () => {
+  assert.equal((await get('legacy.example.com', '/a')).body, 'legacy GET /a');
+});
+
+test('HTTPS: the listener certificate by SNI, and routes attached to the HTTPS listener only', async () => {
+  const port = gateway.ports().https!;
+  assert.equal(await httpsBody(port, '/s', 'secure.example.com', { ca: pem.cert }), 'v2 GET /s');
+  assert.equal((await get('secure.example.com', '/s')).status, 404, 'not attached to the HTTP listener');
+  const status = gateway.store.status();
+  assert.deepEqual([status.gateways, status.httpRoutes], [1, 3]);
+});
