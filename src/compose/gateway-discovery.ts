@@ -10,6 +10,7 @@ import type { GatewayConfig } from '../config/gateway-options.ts';
 import type { KubeApi } from '../kube/api.ts';
 import { createKubeResolver, type KubeResolver, type KubeResolverOptions } from '../discovery/resolver.ts';
 import type { Ingress, TlsSecret } from '../gateway/objects.ts';
+import { RouteStatusWriter } from '../gateway/route-status.ts';
 import { StatusPublisher } from '../gateway/status.ts';
 import { createGatewayStore, type GatewayStore, type GatewayStoreOptions } from '../gateway/store.ts';
 import type { RouteTable } from '../gateway/table.ts';
@@ -71,6 +72,19 @@ export async function openGatewayDiscovery(
     ...(tuning?.tokenExpiresAt ? { tokenExpiresAt: tuning.tokenExpiresAt } : {}),
   });
   const status = statusPublisher(config, api, clock, log, () => store.served());
+  const routeStatus = config.gatewayApi
+    ? new RouteStatusWriter({
+        api: { mergePatch: writer(api, '--gateway-api') },
+        controller: config.controller,
+        table: () => store.routeTable(),
+        stale: () => store.stale(),
+        serviceAbsent: async (namespace, name) =>
+          (await resolver.resolve({ namespace, name }, { waitMs: 0 })).kind === 'absent',
+        addresses: config.publishStatusAddress,
+        clock,
+        logger: log.child({ component: 'gateway-api-status' }),
+      })
+    : undefined;
   const store = await createGatewayStore({
     ...common,
     ...snapshot('gateway.snap'),
@@ -80,6 +94,7 @@ export async function openGatewayDiscovery(
     gatewayApi: config.gatewayApi,
     onTable: (table, secrets, routes) => {
       status?.schedule();
+      routeStatus?.schedule();
       onTable(table, secrets, routes);
       for (const key of [...table.services(), ...routes.services()]) {
         const [namespace = '', name = ''] = key.split('/');
@@ -92,9 +107,17 @@ export async function openGatewayDiscovery(
     resolver,
     close: async () => {
       status?.close();
+      routeStatus?.close();
       await Promise.allSettled([store.close(), resolver.close()]);
     },
   };
+}
+
+function writer(api: KubeApi, flag: string): NonNullable<KubeApi['mergePatch']> {
+  const mergePatch = api.mergePatch?.bind(api);
+  if (!mergePatch)
+    throw new OutriggerError('config_invalid', `${flag} needs an API connection that can write`);
+  return mergePatch;
 }
 
 /** --publish-status-address: the publisher, or undefined when the flag is empty. */
@@ -106,14 +129,8 @@ function statusPublisher(
   served: () => Ingress[],
 ): StatusPublisher | undefined {
   if (config.publishStatusAddress.length === 0) return undefined;
-  const mergePatch = api.mergePatch?.bind(api);
-  if (!mergePatch)
-    throw new OutriggerError(
-      'config_invalid',
-      '--publish-status-address needs an API connection that can write',
-    );
   return new StatusPublisher({
-    api: { mergePatch },
+    api: { mergePatch: writer(api, '--publish-status-address') },
     addresses: config.publishStatusAddress,
     served,
     clock,

@@ -15,10 +15,32 @@ export interface RouteMeta {
   generation?: number;
 }
 
+/** A status condition as the API writes it. */
+export interface Condition {
+  type: string;
+  status: 'True' | 'False' | 'Unknown';
+  reason: string;
+  message: string;
+  observedGeneration?: number;
+  lastTransitionTime?: string;
+}
+
+/**
+ * Status as read, kept so that a writer can tell whether its status is already there (replicas
+ * and restarts then write nothing) and keep other controllers' route parents.
+ */
+export interface ReadStatus {
+  conditions?: Condition[];
+  listeners?: unknown[];
+  addresses?: unknown[];
+  parents?: { controllerName?: string; parentRef?: unknown; conditions?: Condition[] }[];
+}
+
 export interface GatewayClass {
   kind: 'GatewayClass';
   metadata: RouteMeta;
   spec: { controllerName: string };
+  status?: ReadStatus;
 }
 
 export interface ObjectRef {
@@ -44,6 +66,7 @@ export interface Gateway {
   kind: 'Gateway';
   metadata: RouteMeta;
   spec: { gatewayClassName: string; listeners: Listener[] };
+  status?: ReadStatus;
 }
 
 export interface ParentRef {
@@ -125,6 +148,7 @@ export interface HTTPRoute {
   kind: 'HTTPRoute';
   metadata: RouteMeta;
   spec: { parentRefs: ParentRef[]; hostnames: string[]; rules: HTTPRouteRule[] };
+  status?: ReadStatus;
 }
 
 export interface ReferenceGrant {
@@ -164,12 +188,23 @@ function slimRef(raw: unknown, group: string, kind: string): ObjectRef {
   };
 }
 
+function slimStatus(raw: unknown): ReadStatus | undefined {
+  if (raw === undefined || raw === null) return undefined;
+  const s = obj(raw);
+  const out: ReadStatus = {};
+  for (const k of ['conditions', 'listeners', 'addresses', 'parents'] as const) {
+    if (Array.isArray(s[k])) (out as Record<string, unknown>)[k] = s[k];
+  }
+  return Object.keys(out).length > 0 ? out : undefined;
+}
+
 export function slimGatewayClass(raw: unknown): GatewayClass {
   const o = obj(raw);
   return {
     kind: 'GatewayClass',
     metadata: slimMeta(o.metadata),
     spec: { controllerName: str(obj(o.spec).controllerName) ?? '' },
+    ...opt('status', slimStatus(o.status)),
   };
 }
 
@@ -207,6 +242,7 @@ export function slimGateway(raw: unknown, namespace?: string): Gateway {
     kind: 'Gateway',
     metadata: slimMeta(o.metadata, namespace),
     spec: { gatewayClassName: str(s.gatewayClassName) ?? '', listeners: arr(s.listeners).map(slimListener) },
+    ...opt('status', slimStatus(o.status)),
   };
 }
 
@@ -327,6 +363,7 @@ export function slimHTTPRoute(raw: unknown, namespace?: string): HTTPRoute {
       hostnames: arr(s.hostnames).flatMap((h) => (typeof h === 'string' ? [h.toLowerCase()] : [])),
       rules: rules.length > 0 ? rules : [{ matches: [DEFAULT_MATCH], filters: [], backendRefs: [] }],
     },
+    ...opt('status', slimStatus(o.status)),
   };
 }
 

@@ -1,9 +1,10 @@
-import { granted, resolveBackend, type RouteBackend } from './backends.ts';
+import { granted, resolveBackend, type RouteBackend, type ServiceTarget } from './backends.ts';
 import { intersect, lookupKeys } from './hostnames.ts';
 import { compareRanks, compileMatch, type CompiledMatch, type RequestView } from './match.ts';
 import {
   GATEWAY_GROUP,
   routeKey,
+  type Condition,
   type Filter,
   type Gateway,
   type GatewayClass,
@@ -47,12 +48,7 @@ export interface Selected {
   listenerPort: number;
 }
 
-export interface Condition {
-  type: string;
-  status: 'True' | 'False';
-  reason: string;
-  message: string;
-}
+export type { Condition };
 
 export interface RouteParentStatus {
   parentRef: ParentRef;
@@ -114,7 +110,10 @@ export class GatewayRouteTable {
     ['http', new Map()],
     ['https', new Map()],
   ]);
-  readonly #classes = new Set<string>();
+  readonly #classes = new Map<string, GatewayClass>();
+  /** Routes with at least one parentRef naming one of our Gateways. */
+  readonly #routes = new Map<string, HTTPRoute>();
+  readonly #routeBackends = new Map<string, ServiceTarget[]>();
   readonly #gateways = new Map<string, Gateway>();
   readonly #attached = new Map<string, number>();
   readonly #routeStatus = new Map<string, RouteParentStatus[]>();
@@ -126,7 +125,7 @@ export class GatewayRouteTable {
 
   constructor(input: TableInput) {
     for (const c of input.classes)
-      if (c.spec.controllerName === input.controller) this.#classes.add(c.metadata.name);
+      if (c.spec.controllerName === input.controller) this.#classes.set(c.metadata.name, c);
     for (const g of input.gateways) {
       if (this.#classes.has(g.spec.gatewayClassName)) this.#gateways.set(routeKey(g.metadata), g);
     }
@@ -136,9 +135,19 @@ export class GatewayRouteTable {
     for (const entries of this.#hosts.values()) for (const list of entries.values()) list.sort(byOrder);
   }
 
-  /** Names of our GatewayClasses. */
-  classes(): ReadonlySet<string> {
+  /** Our GatewayClasses by name. */
+  classes(): ReadonlyMap<string, GatewayClass> {
     return this.#classes;
+  }
+
+  /** The Services a route's rules name (for its ResolvedRefs). */
+  backendsOf(route: string): ServiceTarget[] {
+    return this.#routeBackends.get(route) ?? [];
+  }
+
+  /** The routes that name one of our Gateways, by "namespace/name". */
+  routes(): ReadonlyMap<string, HTTPRoute> {
+    return this.#routes;
   }
 
   /** Every Service a served rule names, "namespace/name". */
@@ -275,7 +284,14 @@ export class GatewayRouteTable {
         this.#index(route, compiled.rules, listener, hostnames);
       }
     }
-    if (statuses.length > 0) this.#routeStatus.set(key, statuses);
+    if (statuses.length === 0) return;
+    this.#routeStatus.set(key, statuses);
+    this.#routes.set(key, route);
+    if ('rules' in compiled)
+      this.#routeBackends.set(
+        key,
+        compiled.rules.flatMap(({ rule }) => rule.backends.flatMap((b) => ('target' in b ? [b.target] : []))),
+      );
   }
 
   #parentGateway(route: HTTPRoute, ref: ParentRef): Gateway | undefined {

@@ -1,4 +1,5 @@
-// A backend "pod" for data-path e2e tests: answers every request with the address it listens on.
+// A backend "pod" for data-path e2e tests: answers every request with the address it listens on
+// (and the request target it got in x-path).
 // SIGTERM behaves like a well-behaved app during a rolling update: stop accepting, finish
 // in-flight requests (telling keep-alive clients to close), then exit.
 // usage: node data-path-backend.ts ADDRESS:PORT
@@ -9,6 +10,7 @@ let stopping = false;
 const server = createServer({ keepAliveTimeout: 30_000 }, (req, res) => {
   if (stopping) res.setHeader('connection', 'close');
   req.resume();
+  res.setHeader('x-path', req.url ?? '');
   req.on('end', () => res.end(host));
 });
 server.listen(Number(portText), host, () => process.stdout.write(`listening ${host}:${portText}\n`));

@@ -36,6 +36,27 @@ export class FakeKubeApi implements KubeApi {
     this.#emit(path, { type, object: stored });
   }
 
+  readonly patches: { path: string; patch: unknown }[] = [];
+
+  /**
+   * A merge patch of a status subresource (`.../<resource>/<name>/status`, namespaced or not):
+   * recorded, and applied to the stored object's status field by field, as a watch event.
+   */
+  mergePatch(path: string, patch: unknown): Promise<void> {
+    this.patches.push({ path, patch });
+    const m = /^(.*?)(?:\/namespaces\/([^/]+))?\/([^/]+)\/([^/]+)\/status$/.exec(path);
+    const col = m && this.collections.get(`${m[1]}/${m[3]}`);
+    const obj = col?.get(decodeURIComponent(m![4]!));
+    if (!m || !col || !obj)
+      return Promise.reject(new KubeError('kube_unavailable', `not found: ${path}`, 404));
+    const status = {
+      ...((obj as { status?: object }).status ?? {}),
+      ...(patch as { status: object }).status,
+    };
+    this.put(`${m[1]}/${m[3]}`, { ...obj, status } as Obj);
+    return Promise.resolve();
+  }
+
   remove(path: string, name: string): void {
     const col = this.collections.get(path);
     const obj = col?.get(name);

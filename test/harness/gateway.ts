@@ -32,8 +32,12 @@ export interface GatewayPod extends Pick<NetnsPod, 'ns' | 'startBackend' | 'clos
   startGateway(extra?: string[]): Promise<GatewayProcess>;
   /** Steady GETs through the gateway's HTTP port, or another proxy's (absolute-form URLs). */
   load(intervalMs: number, durationMs: number, urls: string[], port?: number): Promise<LoadSummary>;
-  /** One GET inside the namespace (to the gateway, or another proxy's port): status, body, x-outrigger-error. */
-  get(url: string, port?: number): Promise<{ status: number; body: string; error: string }>;
+  /** One GET inside the namespace (to the gateway, or another proxy's port): status, body, x-outrigger-error, the backend's x-path. */
+  get(
+    url: string,
+    port?: number,
+    headers?: Record<string, string>,
+  ): Promise<{ status: number; body: string; error: string; path: string; location: string }>;
   admin(pathname: string): Promise<{ status: number; body: string }>;
   /** The subject CN of the certificate the HTTPS listener presents for servername ('' = no SNI). */
   certificateFor(servername: string): Promise<string>;
@@ -70,8 +74,8 @@ export async function gatewayPod(cluster: TestCluster, apiTarget: string): Promi
     startGateway: (extra = []) => pod.startOutrigger('gateway', [...flags, ...extra], GATEWAY_PORTS.admin),
     load: (intervalMs, durationMs, urls, port = GATEWAY_PORTS.http) =>
       pod.load(port, intervalMs, durationMs, urls),
-    get(target, port = GATEWAY_PORTS.http) {
-      const script = `const r=require('http').request({host:'127.0.0.1',port:${port},path:${JSON.stringify(target)}},res=>{let b='';res.on('data',d=>b+=d);res.on('end',()=>process.stdout.write(JSON.stringify({status:res.statusCode,body:b,error:res.headers['x-outrigger-error']??''})))});r.on('error',e=>process.stdout.write(JSON.stringify({status:0,body:'',error:e.message})));r.end()`;
+    get(target, port = GATEWAY_PORTS.http, headers = {}) {
+      const script = `const r=require('http').request({host:'127.0.0.1',port:${port},path:${JSON.stringify(target)},headers:${JSON.stringify(headers)}},res=>{let b='';res.on('data',d=>b+=d);res.on('end',()=>process.stdout.write(JSON.stringify({status:res.statusCode,body:b,error:res.headers['x-outrigger-error']??'',path:res.headers['x-path']??'',location:res.headers.location??''})))});r.on('error',e=>process.stdout.write(JSON.stringify({status:0,body:'',error:e.message,path:'',location:''})));r.end()`;
       return pod.nodeJson(script);
     },
     admin: (pathname) => pod.admin(GATEWAY_PORTS.admin, pathname),
@@ -187,8 +191,10 @@ export async function moveH1ToSvc3(admin: KubeAdmin, ns: string): Promise<void> 
  * everything relists) while the Ingress, Service and EndpointSlice lists fail with 500, then
  * resets, then stalls (3.5 s each). Leaves the proxy without rules.
  */
-export async function relistFaults(proxy: FaultProxy): Promise<void> {
-  const lists = /\/(ingresses|services|endpointslices)(\?(?!.*watch=)|$)/;
+export async function relistFaults(
+  proxy: FaultProxy,
+  lists = /\/(ingresses|services|endpointslices)(\?(?!.*watch=)|$)/,
+): Promise<void> {
   for (const action of [500, 'reset', 'stall'] as FaultAction[]) {
     proxy.rules.length = 0;
     proxy.rules.push(

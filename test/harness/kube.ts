@@ -40,6 +40,19 @@ const resources: Record<string, { prefix: string; plural: string; namespaced: bo
   Deployment: { prefix: '/apis/apps/v1', plural: 'deployments', namespaced: true },
   IngressClass: { prefix: '/apis/networking.k8s.io/v1', plural: 'ingressclasses', namespaced: false },
   Ingress: { prefix: '/apis/networking.k8s.io/v1', plural: 'ingresses', namespaced: true },
+  CustomResourceDefinition: {
+    prefix: '/apis/apiextensions.k8s.io/v1',
+    plural: 'customresourcedefinitions',
+    namespaced: false,
+  },
+  GatewayClass: { prefix: '/apis/gateway.networking.k8s.io/v1', plural: 'gatewayclasses', namespaced: false },
+  Gateway: { prefix: '/apis/gateway.networking.k8s.io/v1', plural: 'gateways', namespaced: true },
+  HTTPRoute: { prefix: '/apis/gateway.networking.k8s.io/v1', plural: 'httproutes', namespaced: true },
+  ReferenceGrant: {
+    prefix: '/apis/gateway.networking.k8s.io/v1',
+    plural: 'referencegrants',
+    namespaced: true,
+  },
   MutatingWebhookConfiguration: {
     prefix: '/apis/admissionregistration.k8s.io/v1',
     plural: 'mutatingwebhookconfigurations',

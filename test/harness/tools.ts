@@ -28,7 +28,8 @@ type TestBinary =
   | 'kubelet'
   | 'kube-proxy'
   | 'kube-scheduler'
-  | 'coredns';
+  | 'coredns'
+  | 'gateway-api-crds';
 
 export function testBinaries(): Record<TestBinary, string> {
   const r = spawnSync('bash', [path.join(repoRoot, 'scripts/test-cluster'), 'paths'], { encoding: 'utf8' });
@@ -42,6 +43,7 @@ export function testBinaries(): Record<TestBinary, string> {
     'kube-proxy': '',
     'kube-scheduler': '',
     coredns: '',
+    'gateway-api-crds': '',
   };
   for (const line of r.stdout.split('\n')) {
     const [k, v] = line.split('=');

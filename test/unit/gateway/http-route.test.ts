@@ -253,3 +253,35 @@ test('HTTPS: the listener certificate by SNI, and routes attached to the HTTPS l
   const status = gateway.store.status();
   assert.deepEqual([status.gateways, status.httpRoutes], [1, 3]);
 });
+
+test('status: GatewayClass and Gateway accepted, listeners count routes, routes name a missing backend; no rewrite of the same', async () => {
+  const statusOf = (path: string) => {
+    const hits = api.patches.filter((p) => p.path === path);
+    return (hits.at(-1)?.patch as { status: Record<string, unknown> } | undefined)?.status;
+  };
+  const cond = (conds: unknown, type: string) => {
+    const c = (conds as { type: string; status: string; reason: string }[]).find((x) => x.type === type)!;
+    return `${c.status}/${c.reason}`;
+  };
+  for (let i = 0; i < 100 && !statusOf(`${GW}/namespaces/shop/httproutes/secure/status`); i++) await new Promise((r) => setTimeout(r, 20));
+  assert.equal(cond(statusOf(`${GW}/gatewayclasses/outrigger/status`)!.conditions, 'Accepted'), 'True/Accepted');
+  const gw = statusOf(`${GW}/namespaces/infra/gateways/edge/status`)!;
+  assert.equal(cond(gw.conditions, 'Programmed'), 'True/Programmed');
+  assert.deepEqual(
+    (gw.listeners as { name: string; attachedRoutes: number }[]).map((l) => [l.name, l.attachedRoutes]),
+    [
+      ['http', 2],
+      ['https', 1],
+    ],
+  );
+  const parents = (r: string) => statusOf(`${GW}/namespaces/shop/httproutes/${r}/status`)!.parents as { conditions: unknown; controllerName: string }[];
+  assert.equal(parents('canary')[0]!.controllerName, CONTROLLER);
+  assert.equal(cond(parents('canary')[0]!.conditions, 'ResolvedRefs'), 'True/ResolvedRefs');
+  assert.equal(cond(parents('edits')[0]!.conditions, 'Accepted'), 'True/Accepted');
+  assert.equal(cond(parents('edits')[0]!.conditions, 'ResolvedRefs'), 'False/BackendNotFound');
+  // The writes came back as watch events: the next rebuilds find every status in place.
+  const before = api.patches.length;
+  put(`${GW}/gatewayclasses`, { ...api.collections.get(`${GW}/gatewayclasses`)!.get('outrigger')! });
+  await new Promise((r) => setTimeout(r, 500));
+  assert.equal(api.patches.length, before);
+});

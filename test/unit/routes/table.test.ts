@@ -178,7 +178,7 @@ test('attachment: allowedRoutes, sectionName, port, foreign classes, and the rea
 test('a Gateway of another controller class is not served', () => {
   const t = tableOf([route('a', { rules: [{ backendRefs: backend }] })]);
   assert.equal(t.gateways().size, 1);
-  assert.deepEqual([...t.classes()], ['outrigger']);
+  assert.deepEqual([...t.classes().keys()], ['outrigger']);
 });
 
 test('unsupported values reject the whole route with UnsupportedValue; nothing of it is served', () => {

@@ -1,0 +1,240 @@
+import { isIP } from 'node:net';
+import type { KubeApi } from '../kube/api.ts';
+import type { Condition, ReadStatus } from '../routes/objects.ts';
+import { routeKey } from '../routes/objects.ts';
+import { condition, type GatewayRouteTable } from '../routes/table.ts';
+import type { Clock, Timer } from '../shared/clock.ts';
+import { errorMessage } from '../shared/errors.ts';
+import type { Logger } from '../shared/log.ts';
+
+/**
+ * Writes the status Gateway API asks of a controller: GatewayClass Accepted, Gateway Accepted and
+ * Programmed with each listener's conditions and attached routes, and each HTTPRoute's parents
+ * entry (Accepted, ResolvedRefs) for our Gateways, next to other controllers' entries, which are
+ * kept. Only when the data is fresh: a status computed from last-known-good data could report a
+ * route as detached that the API still has. A status already in place (same conditions, a
+ * replica's or our own earlier write) is not written again; lastTransitionTime moves only when a
+ * condition's status changes. A failed write is retried at the next change or resync.
+ */
+export interface RouteStatusOptions {
+  api: Required<Pick<KubeApi, 'mergePatch'>>;
+  controller: string;
+  table: () => GatewayRouteTable;
+  /** True when the routing data is last-known-good rather than confirmed by the API. */
+  stale: () => boolean;
+  /** True only when the API confirmed the Service does not exist. */
+  serviceAbsent: (namespace: string, name: string) => Promise<boolean>;
+  /** Written to Gateways' status.addresses. */
+  addresses: readonly string[];
+  clock: Clock;
+  logger: Logger;
+  debounceMs?: number;
+  resyncMs?: number;
+}
+
+const BASE = '/apis/gateway.networking.k8s.io/v1';
+const enc = encodeURIComponent;
+
+type Desired = Record<string, unknown>;
+
+/**
+ * A status as comparable text: keys sorted (the API server re-encodes custom objects with sorted
+ * keys) and lastTransitionTime left out (a condition that holds keeps its own).
+ */
+function canonical(v: unknown): string {
+  const norm = (x: unknown): unknown => {
+    if (Array.isArray(x)) return x.map(norm);
+    if (x === null || typeof x !== 'object') return x;
+    const o = x as Record<string, unknown>;
+    return Object.fromEntries(
+      Object.keys(o)
+        .filter((k) => k !== 'lastTransitionTime' && o[k] !== undefined)
+        .sort()
+        .map((k) => [k, norm(o[k])]),
+    );
+  };
+  return JSON.stringify(norm(v));
+}
+
+export class RouteStatusWriter {
+  readonly #o: RouteStatusOptions;
+  readonly #stop = new AbortController();
+  readonly #failing = new Map<string, string>();
+  #timer: Timer | undefined;
+  #resync: Timer | undefined;
+  #running: Promise<number> | undefined;
+  writes = 0;
+
+  constructor(o: RouteStatusOptions) {
+    this.#o = o;
+    this.#armResync();
+  }
+
+  schedule(): void {
+    if (this.#stop.signal.aborted) return;
+    this.#timer ??= this.#o.clock.setTimer(this.#o.debounceMs ?? 200, () => {
+      this.#timer = undefined;
+      void this.sync();
+    });
+  }
+
+  /** Writes every status that differs; resolves with the number written. */
+  sync(): Promise<number> {
+    this.#running ??= this.#syncOnce().finally(() => (this.#running = undefined));
+    return this.#running;
+  }
+
+  close(): void {
+    this.#stop.abort();
+    this.#timer?.cancel();
+    this.#resync?.cancel();
+  }
+
+  async #syncOnce(): Promise<number> {
+    if (this.#o.stale()) return 0;
+    const t = this.#o.table();
+    let written = 0;
+    const write = async (
+      path: string,
+      key: string,
+      have: ReadStatus | undefined,
+      want: Desired,
+    ): Promise<void> => {
+      if (this.#stop.signal.aborted || canonical(pick(have, want)) === canonical(want)) return;
+      try {
+        await this.#o.api.mergePatch(path, { status: want }, this.#stop.signal);
+        written++;
+        this.writes++;
+        if (this.#failing.delete(key))
+          this.#o.logger.info('Gateway API status written again', { object: key });
+      } catch (e) {
+        const reason = errorMessage(e);
+        if (this.#failing.get(key) !== reason)
+          this.#o.logger.warn('Gateway API status not written; retrying later', { object: key, reason });
+        this.#failing.set(key, reason);
+      }
+    };
+    for (const [name, c] of t.classes()) {
+      const conditions = this.#timed(
+        [condition('Accepted', true, 'Accepted'), condition('SupportedVersion', true, 'SupportedVersion')],
+        c.status?.conditions,
+        c.metadata.generation,
+      );
+      await write(`${BASE}/gatewayclasses/${enc(name)}/status`, `GatewayClass ${name}`, c.status, {
+        conditions,
+      });
+    }
+    for (const [key, g] of t.gateways()) {
+      const gen = g.metadata.generation;
+      const listeners = t.listenerStatus(key).map((l) => ({
+        ...l,
+        conditions: this.#timed(l.conditions, listenerConditions(g.status, l.name), gen),
+      }));
+      const want = {
+        addresses: this.#o.addresses.map((value) => ({
+          type: isIP(value) ? 'IPAddress' : 'Hostname',
+          value,
+        })),
+        conditions: this.#timed(
+          [condition('Accepted', true, 'Accepted'), condition('Programmed', true, 'Programmed')],
+          g.status?.conditions,
+          gen,
+        ),
+        listeners,
+      };
+      const path = `${BASE}/namespaces/${enc(g.metadata.namespace)}/gateways/${enc(g.metadata.name)}/status`;
+      await write(path, `Gateway ${key}`, g.status, want);
+    }
+    for (const [key, route] of t.routes()) {
+      const missing = await this.#missingBackend(t, key);
+      const ours = (t.routeStatus().get(key) ?? []).map((p) => {
+        const have = route.status?.parents?.find(
+          (x) =>
+            x.controllerName === this.#o.controller &&
+            canonical(x.parentRef) === canonical(refOut(p.parentRef)),
+        );
+        const conditions = p.conditions.map((c) =>
+          c.type === 'ResolvedRefs' && c.status === 'True' && missing
+            ? condition('ResolvedRefs', false, 'BackendNotFound', missing)
+            : c,
+        );
+        return {
+          parentRef: refOut(p.parentRef),
+          controllerName: this.#o.controller,
+          conditions: this.#timed(conditions, have?.conditions, route.metadata.generation),
+        };
+      });
+      const others = (route.status?.parents ?? []).filter((x) => x.controllerName !== this.#o.controller);
+      const path = `${BASE}/namespaces/${enc(route.metadata.namespace)}/httproutes/${enc(route.metadata.name)}/status`;
+      await write(path, `HTTPRoute ${routeKey(route.metadata)}`, route.status, {
+        parents: [...others, ...ours],
+      });
+    }
+    return written;
+  }
+
+  async #missingBackend(t: GatewayRouteTable, route: string): Promise<string | undefined> {
+    for (const b of t.backendsOf(route)) {
+      if (await this.#o.serviceAbsent(b.namespace, b.name))
+        return `Service ${b.namespace}/${b.name} does not exist`;
+    }
+    return undefined;
+  }
+
+  /** The API's required times: a condition keeps its lastTransitionTime while its status holds. */
+  #timed(
+    conditions: readonly Condition[],
+    have: readonly Condition[] | undefined,
+    generation: number | undefined,
+  ): Condition[] {
+    const now = new Date(this.#o.clock.now()).toISOString().replace(/\.\d{3}Z$/, 'Z');
+    return conditions.map((c) => {
+      const prev = have?.find((h) => h.type === c.type);
+      return {
+        ...c,
+        ...(generation === undefined ? {} : { observedGeneration: generation }),
+        lastTransitionTime:
+          prev?.status === c.status && prev.lastTransitionTime ? prev.lastTransitionTime : now,
+      };
+    });
+  }
+
+  #armResync(): void {
+    this.#resync = this.#o.clock.setTimer(this.#o.resyncMs ?? 30_000, () => {
+      if (this.#stop.signal.aborted) return;
+      void this.sync();
+      this.#armResync();
+    });
+  }
+}
+
+/** The fields of a read status that a wanted one sets (the rest is not ours to compare). */
+function pick(have: ReadStatus | undefined, want: Desired): Desired {
+  const out: Desired = {};
+  for (const k of Object.keys(want)) out[k] = (have as Desired | undefined)?.[k] ?? [];
+  return out;
+}
+
+function listenerConditions(status: ReadStatus | undefined, name: string): Condition[] | undefined {
+  const listeners = (status?.listeners ?? []) as { name?: string; conditions?: Condition[] }[];
+  return listeners.find((l) => l.name === name)?.conditions;
+}
+
+/** A parentRef as the API echoes it in status (defaults written out). */
+function refOut(r: {
+  group: string;
+  kind: string;
+  name: string;
+  namespace?: string;
+  sectionName?: string;
+  port?: number;
+}) {
+  return {
+    group: r.group,
+    kind: r.kind,
+    name: r.name,
+    ...(r.namespace === undefined ? {} : { namespace: r.namespace }),
+    ...(r.sectionName === undefined ? {} : { sectionName: r.sectionName }),
+    ...(r.port === undefined ? {} : { port: r.port }),
+  };
+}
