@@ -263,8 +263,12 @@ test('status: GatewayClass and Gateway accepted, listeners count routes, routes 
     const c = (conds as { type: string; status: string; reason: string }[]).find((x) => x.type === type)!;
     return `${c.status}/${c.reason}`;
   };
-  for (let i = 0; i < 100 && !statusOf(`${GW}/namespaces/shop/httproutes/secure/status`); i++) await new Promise((r) => setTimeout(r, 20));
-  assert.equal(cond(statusOf(`${GW}/gatewayclasses/outrigger/status`)!.conditions, 'Accepted'), 'True/Accepted');
+  for (let i = 0; i < 100 && !statusOf(`${GW}/namespaces/shop/httproutes/secure/status`); i++)
+    await new Promise((r) => setTimeout(r, 20));
+  assert.equal(
+    cond(statusOf(`${GW}/gatewayclasses/outrigger/status`)!.conditions, 'Accepted'),
+    'True/Accepted',
+  );
   const gw = statusOf(`${GW}/namespaces/infra/gateways/edge/status`)!;
   assert.equal(cond(gw.conditions, 'Programmed'), 'True/Programmed');
   assert.deepEqual(
@@ -274,7 +278,11 @@ test('status: GatewayClass and Gateway accepted, listeners count routes, routes 
       ['https', 1],
     ],
   );
-  const parents = (r: string) => statusOf(`${GW}/namespaces/shop/httproutes/${r}/status`)!.parents as { conditions: unknown; controllerName: string }[];
+  const parents = (r: string) =>
+    statusOf(`${GW}/namespaces/shop/httproutes/${r}/status`)!.parents as {
+      conditions: unknown;
+      controllerName: string;
+    }[];
   assert.equal(parents('canary')[0]!.controllerName, CONTROLLER);
   assert.equal(cond(parents('canary')[0]!.conditions, 'ResolvedRefs'), 'True/ResolvedRefs');
   assert.equal(cond(parents('edits')[0]!.conditions, 'Accepted'), 'True/Accepted');
