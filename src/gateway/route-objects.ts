@@ -5,10 +5,12 @@ import {
   slimGateway,
   slimGatewayClass,
   slimHTTPRoute,
+  slimNamespace,
   slimReferenceGrant,
   type Gateway,
   type GatewayClass,
   type HTTPRoute,
+  type NamespaceLabels,
   type ReferenceGrant,
 } from '../routes/objects.ts';
 import { GatewayRouteTable } from '../routes/table.ts';
@@ -16,8 +18,9 @@ import { ObjectSet } from './object-set.ts';
 
 /**
  * The Gateway API objects the gateway reads (`--gateway-api`), under the same last-known-good
- * rules as its Ingresses: GatewayClasses (cluster-scoped), and Gateways, HTTPRoutes and
- * ReferenceGrants of one namespace or all. Each collection is an ObjectSet fed by a Reflector; a
+ * rules as its Ingresses: GatewayClasses (cluster-scoped), Gateways, HTTPRoutes and
+ * ReferenceGrants of one namespace or all, and Namespaces' labels (listeners may admit routes by a
+ * namespace selector). Each collection is an ObjectSet fed by a Reflector; a
  * failed or partial read never removes an object, and a snapshot's objects are served (stale)
  * until a complete list confirms them.
  */
@@ -25,7 +28,7 @@ const GROUP = '/apis/gateway.networking.k8s.io/v1';
 const namespaced = (resource: string, ns: string | undefined): string =>
   ns === undefined ? `${GROUP}/${resource}` : `${GROUP}/namespaces/${encodeURIComponent(ns)}/${resource}`;
 
-type Any = GatewayClass | Gateway | HTTPRoute | ReferenceGrant;
+type Any = GatewayClass | Gateway | HTTPRoute | ReferenceGrant | NamespaceLabels;
 
 const slimAny = (raw: unknown): Any | undefined => {
   switch ((raw as { kind?: unknown } | null)?.kind) {
@@ -37,6 +40,8 @@ const slimAny = (raw: unknown): Any | undefined => {
       return slimHTTPRoute(raw);
     case 'ReferenceGrant':
       return slimReferenceGrant(raw);
+    case 'Namespace':
+      return slimNamespace(raw);
     default:
       return undefined;
   }
@@ -67,12 +72,15 @@ export class RouteObjects {
       Gateway: set((r) => slimGateway(r)),
       HTTPRoute: set((r) => slimHTTPRoute(r)),
       ReferenceGrant: set((r) => slimReferenceGrant(r)),
+      Namespace: set((r) => slimNamespace(r)),
     };
     this.#reflectors = [
       reflector('gatewayclasses', `${GROUP}/gatewayclasses`, {}, this.#sets.GatewayClass),
       reflector('gateways', namespaced('gateways', namespace), {}, this.#sets.Gateway),
       reflector('httproutes', namespaced('httproutes', namespace), {}, this.#sets.HTTPRoute),
       reflector('referencegrants', namespaced('referencegrants', namespace), {}, this.#sets.ReferenceGrant),
+      // Labels only, for listeners that admit routes by a namespace selector.
+      reflector('namespaces', '/api/v1/namespaces', {}, this.#sets.Namespace),
     ];
   }
 
@@ -103,6 +111,7 @@ export class RouteObjects {
       gateways: s.Gateway.items.values(),
       routes: s.HTTPRoute.items.values(),
       grants: s.ReferenceGrant.items.values(),
+      namespaces: new Map([...s.Namespace.items.values()].map((n) => [n.metadata.name, n.metadata.labels])),
     });
   }
 

@@ -57,9 +57,29 @@ export interface Listener {
   hostname?: string;
   tls?: { mode: string; certificateRefs: ObjectRef[] };
   allowedRoutes: {
-    namespaces: { from: string };
+    namespaces: { from: string; selector?: LabelSelector };
     kinds?: { group: string; kind: string }[];
   };
+}
+
+/** A metav1.LabelSelector. */
+export interface LabelSelector {
+  matchLabels?: Record<string, string>;
+  matchExpressions?: { key: string; operator: string; values?: string[] }[];
+}
+
+/** A Namespace's labels (for allowedRoutes.namespaces.from: Selector). */
+export interface NamespaceLabels {
+  kind: 'Namespace';
+  metadata: RouteMeta & { labels: Record<string, string> };
+}
+
+export function slimNamespace(raw: unknown): NamespaceLabels {
+  const o = obj(raw);
+  const labels = Object.fromEntries(
+    Object.entries(obj(obj(o.metadata).labels)).flatMap(([k, v]) => (typeof v === 'string' ? [[k, v]] : [])),
+  );
+  return { kind: 'Namespace', metadata: { ...slimMeta(o.metadata), labels } };
 }
 
 export interface Gateway {
@@ -208,6 +228,43 @@ export function slimGatewayClass(raw: unknown): GatewayClass {
   };
 }
 
+function slimSelector(raw: unknown): LabelSelector | undefined {
+  if (raw === undefined || raw === null) return undefined;
+  const s = obj(raw);
+  const labels = obj(s.matchLabels);
+  return {
+    matchLabels: Object.fromEntries(
+      Object.entries(labels).flatMap(([k, v]) => (typeof v === 'string' ? [[k, v]] : [])),
+    ),
+    matchExpressions: arr(s.matchExpressions).map((e) => ({
+      key: str(obj(e).key) ?? '',
+      operator: str(obj(e).operator) ?? '',
+      values: arr(obj(e).values).flatMap((v) => (typeof v === 'string' ? [v] : [])),
+    })),
+  };
+}
+
+/** Whether labels satisfy a selector (In, NotIn, Exists, DoesNotExist; an unknown operator never matches). */
+export function selects(s: LabelSelector, labels: Readonly<Record<string, string>>): boolean {
+  for (const [k, v] of Object.entries(s.matchLabels ?? {})) if (labels[k] !== v) return false;
+  return (s.matchExpressions ?? []).every((e) => {
+    const has = Object.hasOwn(labels, e.key);
+    const values = e.values ?? [];
+    switch (e.operator) {
+      case 'In':
+        return has && values.includes(labels[e.key]!);
+      case 'NotIn':
+        return !has || !values.includes(labels[e.key]!);
+      case 'Exists':
+        return has;
+      case 'DoesNotExist':
+        return !has;
+      default:
+        return false;
+    }
+  });
+}
+
 function slimListener(raw: unknown): Listener {
   const l = obj(raw);
   const tls = obj(l.tls);
@@ -229,7 +286,10 @@ function slimListener(raw: unknown): Listener {
           },
         }),
     allowedRoutes: {
-      namespaces: { from: str(obj(allowed.namespaces).from) ?? 'Same' },
+      namespaces: {
+        from: str(obj(allowed.namespaces).from) ?? 'Same',
+        ...opt('selector', slimSelector(obj(allowed.namespaces).selector)),
+      },
       ...opt('kinds', kinds),
     },
   };

@@ -4,6 +4,7 @@ import { compareRanks, compileMatch, type CompiledMatch, type RequestView } from
 import {
   GATEWAY_GROUP,
   routeKey,
+  selects,
   type Condition,
   type Filter,
   type Gateway,
@@ -68,6 +69,8 @@ export interface TableInput {
   gateways: Iterable<Gateway>;
   routes: Iterable<HTTPRoute>;
   grants: Iterable<ReferenceGrant>;
+  /** Namespace labels, for listeners that admit routes by a namespace selector. */
+  namespaces?: ReadonlyMap<string, Readonly<Record<string, string>>>;
 }
 
 interface Entry {
@@ -118,6 +121,7 @@ export class GatewayRouteTable {
   readonly #attached = new Map<string, number>();
   readonly #routeStatus = new Map<string, RouteParentStatus[]>();
   readonly #grants: ReferenceGrant[];
+  readonly #namespaces: ReadonlyMap<string, Readonly<Record<string, string>>>;
   /** HTTPS listener hostname ('' for none) -> "namespace/name" of its certificate's Secret. */
   readonly #certificates = new Map<string, string>();
   /** Per scheme and host, the matches already indexed (a route through two listeners is one entry). */
@@ -130,6 +134,7 @@ export class GatewayRouteTable {
       if (this.#classes.has(g.spec.gatewayClassName)) this.#gateways.set(routeKey(g.metadata), g);
     }
     this.#grants = [...input.grants];
+    this.#namespaces = input.namespaces ?? new Map();
     for (const g of this.#gateways.values()) this.#addCertificates(g);
     for (const r of input.routes) this.#addRoute(r);
     for (const entries of this.#hosts.values()) for (const list of entries.values()) list.sort(byOrder);
@@ -330,9 +335,12 @@ export class GatewayRouteTable {
   #allows(l: Listener, gateway: Gateway, route: HTTPRoute): boolean {
     const kinds = l.allowedRoutes.kinds ?? [HTTP_ROUTE];
     if (!kinds.some((k) => k.group === HTTP_ROUTE.group && k.kind === HTTP_ROUTE.kind)) return false;
-    const from = l.allowedRoutes.namespaces.from;
-    // Selector needs the namespaces' labels, which the gateway does not read: such a listener
-    // admits no route rather than guessing.
+    const { from, selector } = l.allowedRoutes.namespaces;
+    if (from === 'Selector') {
+      const labels = this.#namespaces.get(route.metadata.namespace);
+      // A namespace whose labels are not known is not admitted rather than guessed at.
+      return selector !== undefined && labels !== undefined && selects(selector, labels);
+    }
     return from === 'All' || (from === 'Same' && route.metadata.namespace === gateway.metadata.namespace);
   }
 

@@ -53,8 +53,10 @@ export function tableOf(
   routes: ReturnType<typeof route>[],
   listeners: unknown[] = [httpListener()],
   grants: ReturnType<typeof grant>[] = [],
+  namespaces = new Map<string, Record<string, string>>(),
 ): GatewayRouteTable {
   return new GatewayRouteTable({
+    namespaces,
     controller: CONTROLLER,
     classes: [gatewayClass(), gatewayClass('other', 'example.com/other')],
     gateways: [gateway(listeners)],

@@ -253,3 +253,35 @@ test('HTTPS listeners serve only https requests, HTTP only http', () => {
   assert.equal(pick(t, 'x', '/', {}, 'https'), 'shop/a#0');
   assert.equal(pick(t, 'x', '/', {}, 'http'), undefined);
 });
+
+test('allowedRoutes by namespace selector: matchLabels and matchExpressions; unknown labels admit nothing', () => {
+  const selector = {
+    matchLabels: { team: 'shop' },
+    matchExpressions: [{ key: 'env', operator: 'NotIn', values: ['dev'] }],
+  };
+  const listeners = [httpListener({ allowedRoutes: { namespaces: { from: 'Selector', selector } } })];
+  const rule = { rules: [{ backendRefs: backend }] };
+  const namespaces = new Map<string, Record<string, string>>([
+    ['shop', { team: 'shop', env: 'prod' }],
+    ['dev', { team: 'shop', env: 'dev' }],
+    ['other', { team: 'other' }],
+  ]);
+  const t = tableOf(
+    [
+      route('a', rule, 'shop'),
+      route('b', rule, 'dev'),
+      route('c', rule, 'other'),
+      route('d', rule, 'unlisted'),
+    ],
+    listeners,
+    [],
+    namespaces,
+  );
+  const accepted = (r: string) => t.routeStatus().get(r)![0]!.conditions[0]!.status;
+  assert.deepEqual(['shop/a', 'dev/b', 'other/c', 'unlisted/d'].map(accepted), [
+    'True',
+    'False',
+    'False',
+    'False',
+  ]);
+});
