@@ -78,6 +78,7 @@ export async function openGatewayDiscovery(
         controller: config.controller,
         table: () => store.routeTable(),
         stale: () => store.stale(),
+        secretUsable: (key) => store.secrets().has(key),
         serviceAbsent: async (namespace, name) =>
           (await resolver.resolve({ namespace, name }, { waitMs: 0 })).kind === 'absent',
         addresses: config.publishStatusAddress,

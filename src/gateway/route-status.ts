@@ -22,6 +22,8 @@ export interface RouteStatusOptions {
   table: () => GatewayRouteTable;
   /** True when the routing data is last-known-good rather than confirmed by the API. */
   stale: () => boolean;
+  /** Whether a certificate Secret ("namespace/name") is read and usable. */
+  secretUsable: (key: string) => boolean;
   /** True only when the API confirmed the Service does not exist. */
   serviceAbsent: (namespace: string, name: string) => Promise<boolean>;
   /** Written to Gateways' status.addresses. */
@@ -126,7 +128,7 @@ export class RouteStatusWriter {
     }
     for (const [key, g] of t.gateways()) {
       const gen = g.metadata.generation;
-      const listeners = t.listenerStatus(key).map((l) => ({
+      const listeners = t.listenerStatus(key, this.#o.secretUsable).map((l) => ({
         ...l,
         conditions: this.#timed(l.conditions, listenerConditions(g.status, l.name), gen),
       }));

@@ -213,31 +213,57 @@ export class GatewayRouteTable {
     return this.#routeStatus;
   }
 
-  listenerStatus(gateway: string): ListenerStatus[] {
+  /**
+   * Each listener's status. secretUsable says whether a certificate Secret ("namespace/name")
+   * exists and holds a usable kubernetes.io/tls pair.
+   */
+  listenerStatus(gateway: string, secretUsable: (key: string) => boolean = () => true): ListenerStatus[] {
     const g = this.#gateways.get(gateway);
     if (!g) return [];
     return g.spec.listeners.map((l) => {
       const supported = SUPPORTED[l.protocol] !== undefined;
-      const kindsOk = (l.allowedRoutes.kinds ?? [HTTP_ROUTE]).every(
-        (k) => k.group === HTTP_ROUTE.group && k.kind === HTTP_ROUTE.kind,
-      );
-      const accepted = supported
-        ? condition('Accepted', true, 'Accepted')
-        : condition('Accepted', false, 'UnsupportedProtocol', `protocol ${l.protocol} is not served`);
+      const kinds = l.allowedRoutes.kinds ?? [HTTP_ROUTE];
+      const isRoute = (k: { group: string; kind: string }): boolean =>
+        k.group === HTTP_ROUTE.group && k.kind === HTTP_ROUTE.kind;
+      const refs = !kinds.every(isRoute)
+        ? condition('ResolvedRefs', false, 'InvalidRouteKinds', 'only HTTPRoute is supported')
+        : (this.#certificateProblem(g, l, secretUsable) ?? condition('ResolvedRefs', true, 'ResolvedRefs'));
+      const ok = supported && refs.status === 'True';
       return {
         name: l.name,
         attachedRoutes: this.#attached.get(`${gateway}/${l.name}`) ?? 0,
-        supportedKinds: supported && kindsOk ? [HTTP_ROUTE] : [],
+        supportedKinds: supported && kinds.some(isRoute) ? [HTTP_ROUTE] : [],
         conditions: [
-          accepted,
-          condition('Programmed', supported, supported ? 'Programmed' : 'Invalid'),
-          kindsOk
-            ? condition('ResolvedRefs', true, 'ResolvedRefs')
-            : condition('ResolvedRefs', false, 'InvalidRouteKinds', 'only HTTPRoute is supported'),
+          supported
+            ? condition('Accepted', true, 'Accepted')
+            : condition('Accepted', false, 'UnsupportedProtocol', `protocol ${l.protocol} is not served`),
+          condition('Programmed', ok, ok ? 'Programmed' : 'Invalid'),
+          refs,
           condition('Conflicted', false, 'NoConflicts'),
         ],
       };
     });
+  }
+
+  /** Why an HTTPS listener's certificate cannot be served (ResolvedRefs False), or undefined. */
+  #certificateProblem(g: Gateway, l: Listener, usable: (key: string) => boolean): Condition | undefined {
+    if (l.protocol !== 'HTTPS') return undefined;
+    const ref = l.tls?.certificateRefs[0];
+    const invalid = (message: string): Condition =>
+      condition('ResolvedRefs', false, 'InvalidCertificateRef', message);
+    if (!ref) return invalid('an HTTPS listener needs a certificateRef');
+    if (ref.group !== '' || ref.kind !== 'Secret')
+      return invalid(`certificateRef kind ${ref.kind} is not a Secret`);
+    const key = this.#certificateRef(g, l);
+    if (!key) {
+      return condition(
+        'ResolvedRefs',
+        false,
+        'RefNotPermitted',
+        `no ReferenceGrant allows Secret ${ref.namespace}/${ref.name}`,
+      );
+    }
+    return usable(key) ? undefined : invalid(`Secret ${key} does not exist or holds no usable certificate`);
   }
 
   /**

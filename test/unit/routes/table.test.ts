@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { slimReferenceGrant } from '../../../src/routes/objects.ts';
 import { grant, httpListener, pick, route, svc, tableOf } from './fixtures.ts';
 
 const backend = [svc('web')];
@@ -284,4 +285,54 @@ test('allowedRoutes by namespace selector: matchLabels and matchExpressions; unk
     'False',
     'False',
   ]);
+});
+
+test('listener status: route kinds it can serve, and why an HTTPS certificate is not resolved', () => {
+  const https = (name: string, certificateRefs: unknown[]) =>
+    httpListener({
+      name,
+      port: 443,
+      protocol: 'HTTPS',
+      hostname: `${name}.example.com`,
+      tls: { certificateRefs },
+    });
+  const t = tableOf(
+    [],
+    [
+      httpListener({
+        name: 'kinds',
+        allowedRoutes: { kinds: [{ kind: 'HTTPRoute' }, { kind: 'FooRoute' }] },
+      }),
+      https('ok', [{ name: 'tls' }]),
+      https('missing', [{ name: 'gone' }]),
+      https('kind', [{ group: 'example.com', kind: 'Vault', name: 'x' }]),
+      https('foreign', [{ name: 'tls', namespace: 'elsewhere' }]),
+      https('granted', [{ name: 'tls', namespace: 'certs' }]),
+    ],
+    [
+      slimReferenceGrant({
+        metadata: { namespace: 'certs', name: 'g' },
+        spec: {
+          from: [{ group: 'gateway.networking.k8s.io', kind: 'Gateway', namespace: 'infra' }],
+          to: [{ group: '', kind: 'Secret' }],
+        },
+      }),
+    ],
+  );
+  const usable = new Set(['infra/tls', 'certs/tls']);
+  const ls = Object.fromEntries(t.listenerStatus('infra/edge', (k) => usable.has(k)).map((l) => [l.name, l]));
+  const refs = (n: string) => {
+    const c = ls[n]!.conditions.find((x) => x.type === 'ResolvedRefs')!;
+    const p = ls[n]!.conditions.find((x) => x.type === 'Programmed')!;
+    return `${c.status}/${c.reason} ${p.status}`;
+  };
+  assert.equal(refs('kinds'), 'False/InvalidRouteKinds False');
+  assert.deepEqual(ls.kinds!.supportedKinds, [{ group: 'gateway.networking.k8s.io', kind: 'HTTPRoute' }]);
+  assert.equal(refs('ok'), 'True/ResolvedRefs True');
+  assert.equal(refs('missing'), 'False/InvalidCertificateRef False');
+  assert.equal(refs('kind'), 'False/InvalidCertificateRef False');
+  assert.equal(refs('foreign'), 'False/RefNotPermitted False');
+  assert.equal(refs('granted'), 'True/ResolvedRefs True');
+  assert.equal(t.tlsFor('granted.example.com'), 'certs/tls');
+  assert.equal(t.tlsFor('foreign.example.com'), undefined);
 });
