@@ -65,6 +65,7 @@ export class RouteStatusWriter {
   #timer: Timer | undefined;
   #resync: Timer | undefined;
   #running: Promise<number> | undefined;
+  #again = false;
   writes = 0;
 
   constructor(o: RouteStatusOptions) {
@@ -82,7 +83,18 @@ export class RouteStatusWriter {
 
   /** Writes every status that differs; resolves with the number written. */
   sync(): Promise<number> {
-    this.#running ??= this.#syncOnce().finally(() => (this.#running = undefined));
+    if (this.#running) {
+      // A change that arrives during a pass is written by one more pass after it.
+      this.#again = true;
+      return this.#running;
+    }
+    this.#running = this.#syncOnce().finally(() => {
+      this.#running = undefined;
+      if (this.#again) {
+        this.#again = false;
+        void this.sync();
+      }
+    });
     return this.#running;
   }
 
@@ -137,11 +149,7 @@ export class RouteStatusWriter {
           type: isIP(value) ? 'IPAddress' : 'Hostname',
           value,
         })),
-        conditions: this.#timed(
-          [condition('Accepted', true, 'Accepted'), condition('Programmed', true, 'Programmed')],
-          g.status?.conditions,
-          gen,
-        ),
+        conditions: this.#timed(gatewayConditions(listeners), g.status?.conditions, gen),
         listeners,
       };
       const path = `${BASE}/namespaces/${enc(g.metadata.namespace)}/gateways/${enc(g.metadata.name)}/status`;
@@ -208,6 +216,30 @@ export class RouteStatusWriter {
       this.#armResync();
     });
   }
+}
+
+/**
+ * A Gateway is Accepted when one of its listeners is (ListenersNotValid names the others), and
+ * Programmed when one of them is programmed.
+ */
+function gatewayConditions(listeners: { conditions: Condition[] }[]): Condition[] {
+  const holds = (type: string): number =>
+    listeners.filter((l) => l.conditions.some((c) => c.type === type && c.status === 'True')).length;
+  const accepted = holds('Accepted');
+  const programmed = holds('Programmed');
+  return [
+    accepted === listeners.length
+      ? condition('Accepted', true, 'Accepted')
+      : condition(
+          'Accepted',
+          accepted > 0,
+          'ListenersNotValid',
+          `${listeners.length - accepted} listener(s) not accepted`,
+        ),
+    programmed > 0
+      ? condition('Programmed', true, 'Programmed')
+      : condition('Programmed', false, 'Invalid', 'no listener is programmed'),
+  ];
 }
 
 /** The fields of a read status that a wanted one sets (the rest is not ours to compare). */
