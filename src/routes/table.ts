@@ -124,6 +124,7 @@ export class GatewayRouteTable {
   readonly #namespaces: ReadonlyMap<string, Readonly<Record<string, string>>>;
   /** HTTPS listener hostname ('' for none) -> "namespace/name" of its certificate's Secret. */
   readonly #certificates = new Map<string, string>();
+  readonly #certificateRefs = new Set<string>();
   /** Per scheme and host, the matches already indexed (a route through two listeners is one entry). */
   readonly #seen = new Map<string, Set<CompiledMatch>>();
 
@@ -203,9 +204,12 @@ export class GatewayRouteTable {
     return undefined;
   }
 
-  /** Every Secret an HTTPS listener serves, "namespace/name". */
+  /**
+   * Every Secret an HTTPS listener names and may use, "namespace/name": also those of listeners
+   * whose hostname another listener serves first, whose status still depends on them.
+   */
   tlsSecrets(): Set<string> {
-    return new Set(this.#certificates.values());
+    return new Set(this.#certificateRefs);
   }
 
   /** The status of every route that names one of our Gateways, per such parentRef. */
@@ -275,6 +279,7 @@ export class GatewayRouteTable {
     for (const l of g.spec.listeners) {
       const ref = l.protocol === 'HTTPS' ? this.#certificateRef(g, l) : undefined;
       const host = l.hostname ?? '';
+      if (ref) this.#certificateRefs.add(ref);
       if (ref && !this.#certificates.has(host)) this.#certificates.set(host, ref);
     }
   }

@@ -336,3 +336,11 @@ test('listener status: route kinds it can serve, and why an HTTPS certificate is
   assert.equal(t.tlsFor('granted.example.com'), 'certs/tls');
   assert.equal(t.tlsFor('foreign.example.com'), undefined);
 });
+
+test('every granted certificate is read, also when another listener serves its hostname first', () => {
+  const https = (name: string, secret: string) =>
+    httpListener({ name, port: 443, protocol: 'HTTPS', tls: { certificateRefs: [{ name: secret }] } });
+  const t = tableOf([], [https('first', 'a'), https('second', 'b')]);
+  assert.equal(t.tlsFor('any.example.com'), 'infra/a');
+  assert.deepEqual([...t.tlsSecrets()].sort(), ['infra/a', 'infra/b']);
+});
