@@ -10,6 +10,7 @@ import type { GatewayConfig } from '../config/gateway-options.ts';
 import type { KubeApi } from '../kube/api.ts';
 import { createKubeResolver, type KubeResolver, type KubeResolverOptions } from '../discovery/resolver.ts';
 import type { Ingress, TlsSecret } from '../gateway/objects.ts';
+import { usableCertificate } from '../gateway/certs.ts';
 import { RouteStatusWriter } from '../gateway/route-status.ts';
 import { StatusPublisher } from '../gateway/status.ts';
 import { createGatewayStore, type GatewayStore, type GatewayStoreOptions } from '../gateway/store.ts';
@@ -78,7 +79,10 @@ export async function openGatewayDiscovery(
         controller: config.controller,
         table: () => store.routeTable(),
         stale: () => store.stale(),
-        secretUsable: (key) => store.secrets().has(key),
+        secretUsable: (key) => {
+          const secret = store.secrets().get(key);
+          return secret !== undefined && usableCertificate(secret);
+        },
         serviceAbsent: async (namespace, name) =>
           (await resolver.resolve({ namespace, name }, { waitMs: 0 })).kind === 'absent',
         addresses: config.publishStatusAddress,

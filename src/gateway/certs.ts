@@ -5,6 +5,26 @@ import { objectKey, type TlsSecret } from './objects.ts';
 import type { GatewayRouteTable } from '../routes/table.ts';
 import type { RouteTable } from './table.ts';
 
+const checked = new WeakMap<TlsSecret, boolean>();
+
+/**
+ * Whether a Secret's pair makes a TLS context (a malformed certificate or a key that does not
+ * match does not); checked once per Secret version.
+ */
+export function usableCertificate(secret: TlsSecret): boolean {
+  let ok = checked.get(secret);
+  if (ok === undefined) {
+    try {
+      createSecureContext({ cert: secret.cert, key: secret.key });
+      ok = true;
+    } catch {
+      ok = false;
+    }
+    checked.set(secret, ok);
+  }
+  return ok;
+}
+
 /**
  * The certificates the HTTPS listener serves, chosen by SNI: the Secret of the most specific
  * Gateway HTTPS listener for the server name, else the Secret the Ingresses name for it (exact

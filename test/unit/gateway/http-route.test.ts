@@ -92,10 +92,22 @@ before(async () => {
           tls: { certificateRefs: [{ name: 'secure-tls' }] },
           allowedRoutes: { namespaces: { from: 'All' } },
         },
+        {
+          name: 'broken',
+          port: 443,
+          protocol: 'HTTPS',
+          hostname: 'broken.example.com',
+          tls: { certificateRefs: [{ name: 'broken-tls' }] },
+        },
       ],
     },
   });
   put('/api/v1/namespaces/infra/secrets', tlsSecretObject('infra', 'secure-tls', pem));
+  // A kubernetes.io/tls Secret whose certificate does not parse.
+  put(
+    '/api/v1/namespaces/infra/secrets',
+    tlsSecretObject('infra', 'broken-tls', { ...pem, cert: 'not a certificate' }),
+  );
   const routes = [
     httpRoute('canary', {
       hostnames: ['app.example.com'],
@@ -276,8 +288,12 @@ test('status: GatewayClass and Gateway accepted, listeners count routes, routes 
     [
       ['http', 2],
       ['https', 1],
+      ['broken', 0],
     ],
   );
+  const broken = (gw.listeners as { name: string; conditions: unknown }[]).find((l) => l.name === 'broken')!;
+  assert.equal(cond(broken.conditions, 'ResolvedRefs'), 'False/InvalidCertificateRef');
+  assert.equal(cond(broken.conditions, 'Programmed'), 'False/Invalid');
   const parents = (r: string) =>
     statusOf(`${GW}/namespaces/shop/httproutes/${r}/status`)!.parents as {
       conditions: unknown;
