@@ -37,6 +37,7 @@ export function matchHttpRoute(
   path: string,
   req: IncomingMessage,
 ): Selected | undefined {
+  if (!routes.serves(scheme)) return undefined;
   const url = req.url ?? '';
   const q = url.indexOf('?');
   const view: RequestView = {

@@ -179,6 +179,11 @@ export class GatewayRouteTable {
     return this.#gateways;
   }
 
+  /** Whether no route is served for a scheme (the Ingress-only gateway's case: nothing to match). */
+  serves(scheme: Scheme): boolean {
+    return this.#hosts.get(scheme)!.size > 0;
+  }
+
   lookup(scheme: Scheme, host: string, req: RequestView): Selected | undefined {
     const hosts = this.#hosts.get(scheme)!;
     for (const key of lookupKeys(host)) {
