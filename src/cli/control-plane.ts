@@ -6,5 +6,11 @@ export const CONTROL_PLANE = {
   webhookConfiguration: 'outrigger-injector',
   sidecarRole: 'outrigger-sidecar',
   /** manifests/gateway, which `install --gateway` adds. */
-  gateway: { namespace: 'outrigger-gateway', deployment: 'outrigger-gateway', ingressClass: 'outrigger' },
+  gateway: {
+    namespace: 'outrigger-gateway',
+    deployment: 'outrigger-gateway',
+    ingressClass: 'outrigger',
+    /** The argument `install --gateway-api` gives the gateway's container. */
+    gatewayApiArg: '--gateway-api=true',
+  },
 } as const;

@@ -28,6 +28,10 @@ const parse = (text: string): unknown[] => parseAllDocuments(text).map((d) => d.
 /** manifests/gateway: what `install --gateway` adds (kubectl apply -k manifests/gateway installs the same). */
 export const gatewayManifests = (): Obj[] => shippedManifests(`${MANIFESTS}gateway/`);
 
+/** manifests/gateway/gateway-api.yaml: what `install --gateway-api` adds (RBAC and the GatewayClass). */
+export const gatewayApiManifests = (): Obj[] =>
+  parse(readFileSync(`${MANIFESTS}gateway/gateway-api.yaml`, 'utf8')) as Obj[];
+
 /** manifests/kustomization.yaml's resources, depth first, as kubectl kustomize lists them. */
 export function shippedManifests(dir = MANIFESTS): Obj[] {
   const kustomization = parse(readFileSync(`${dir}kustomization.yaml`, 'utf8'))[0] as { resources: string[] };
@@ -84,6 +88,11 @@ export function objectPath(o: Pick<Obj, 'apiVersion' | 'kind' | 'metadata'>): st
   const base = o.apiVersion.includes('/') ? `/apis/${o.apiVersion}` : `/api/${o.apiVersion}`;
   const ns = o.metadata.namespace ? `/namespaces/${o.metadata.namespace}` : '';
   const kind = o.kind.toLowerCase();
-  const plural = kind.endsWith('y') ? `${kind.slice(0, -1)}ies` : `${kind}s`;
+  // The API's plurals for the kinds install makes: IngressClass -> ingressclasses, Policy -> policies.
+  const plural = kind.endsWith('y')
+    ? `${kind.slice(0, -1)}ies`
+    : kind.endsWith('s')
+      ? `${kind}es`
+      : `${kind}s`;
   return `${base}${ns}/${plural}/${o.metadata.name}`;
 }

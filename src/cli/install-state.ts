@@ -26,6 +26,8 @@ export interface Installed {
   image?: string;
   /** The gateway (manifests/gateway) is installed: its Deployment exists. */
   gateway: boolean;
+  /** Its Deployment serves Gateway API (--gateway-api=true in its args). */
+  gatewayApi: boolean;
   optedIn: string[];
   /** Namespaces an install-made binding already grants the sidecar role. */
   bound: string[];
@@ -51,7 +53,7 @@ interface WebhookConfig {
 }
 
 interface Deployment {
-  spec?: { template?: { spec?: { containers?: { name: string; image?: string }[] } } };
+  spec?: { template?: { spec?: { containers?: { name: string; image?: string; args?: string[] }[] } } };
 }
 
 export async function readInstalled(api: KubeApi, named: string[]): Promise<Installed> {
@@ -100,6 +102,7 @@ export async function readInstalled(api: KubeApi, named: string[]): Promise<Inst
       : {}),
     ...imageOf(deployment),
     gateway: gateway !== undefined,
+    gatewayApi: servesGatewayApi(gateway as Deployment | undefined),
     optedIn: (optedIn?.items ?? []).map((n) => n.metadata.name),
     bound: boundNamespaces(bindings?.items ?? []),
     named: new Map(named.map((ns, i) => [ns, states[i] ?? 'missing'])),
@@ -118,6 +121,12 @@ function boundNamespaces(bindings: Binding[]): string[] {
     .flatMap((b) => b.subjects ?? [])
     .filter((s) => s.kind === 'Group' && s.name?.startsWith(prefix))
     .map((s) => (s.name ?? '').slice(prefix.length));
+}
+
+function servesGatewayApi(d: Deployment | undefined): boolean {
+  return (d?.spec?.template?.spec?.containers ?? []).some((c) =>
+    c.args?.includes(CONTROL_PLANE.gateway.gatewayApiArg),
+  );
 }
 
 function imageOf(d: Deployment | undefined): { image?: string } {

@@ -25,6 +25,7 @@ export interface InstallFlags {
   inClusterWebhook?: boolean;
   rotateCertificate?: boolean;
   gateway?: boolean;
+  gatewayApi?: boolean;
   certDays: string;
   kubeconfig?: string;
 }
@@ -172,9 +173,16 @@ export async function renderInstall(flags: InstallFlags, note: Note, now = Date.
         : `keeping the webhook certificate of Secret ${CONTROL_PLANE.namespace}/${CONTROL_PLANE.tlsSecret} (valid until ${tls.validTo}; --rotate-certificate replaces it)`,
     );
   const namespaces = meshed(p, installed, note);
-  if (installed?.gateway && !flags.gateway) note('keeping the installed gateway (manifests/gateway)');
-  const gateway = flags.gateway || installed?.gateway ? m.gatewayManifests() : [];
-  const out = assemble([...shipped, ...gateway], {
+  const gatewayApi = flags.gatewayApi === true || installed?.gatewayApi === true;
+  if (installed?.gatewayApi && !flags.gatewayApi) note('keeping Gateway API on the installed gateway');
+  else if (installed?.gateway && !flags.gateway) note('keeping the installed gateway (manifests/gateway)');
+  if (gatewayApi)
+    note(
+      'the gateway serves Gateway API: it needs the standard-channel CRDs of sigs.k8s.io/gateway-api v1.6 (kubectl apply --server-side -f standard-install.yaml from its release) before this output is applied',
+    );
+  const gateway = flags.gateway || installed?.gateway || gatewayApi ? m.gatewayManifests() : [];
+  const out = assemble([...shipped, ...gateway, ...(gatewayApi ? m.gatewayApiManifests() : [])], {
+    gatewayApi,
     secret: { ...m.TLS_SECRET, type: 'kubernetes.io/tls', data: tls.data },
     bindings: namespaces.map(m.sidecarBinding),
     example: m.EXAMPLE_BINDING,
@@ -192,7 +200,15 @@ export async function renderInstall(flags: InstallFlags, note: Note, now = Date.
 /** manifests/ made into this install, in apply order: the Secret after its namespace, the webhook configuration last. */
 function assemble(
   shipped: Obj[],
-  o: { secret: Obj; bindings: Obj[]; example: string; caBundle: string; webhookUrl?: URL; image?: string },
+  o: {
+    secret: Obj;
+    bindings: Obj[];
+    example: string;
+    caBundle: string;
+    webhookUrl?: URL;
+    image?: string;
+    gatewayApi: boolean;
+  },
 ): Obj[] {
   const out: Obj[] = [];
   let config: Obj | undefined;
@@ -206,6 +222,10 @@ function assemble(
     )
       continue;
     if (obj.kind === 'Deployment' && o.image) setImage(obj, o.image);
+    const { deployment, gatewayApiArg } = CONTROL_PLANE.gateway;
+    if (o.gatewayApi && obj.kind === 'Deployment' && obj.metadata.name === deployment)
+      for (const c of containersOf(obj))
+        c.args = [...(c.args ?? []).filter((a) => a !== gatewayApiArg), gatewayApiArg];
     if (obj.kind === 'MutatingWebhookConfiguration') {
       // Last: once it exists, creating a pod in an opted-in namespace needs the webhook.
       setClientConfig(obj, o.caBundle, o.webhookUrl);
@@ -218,7 +238,7 @@ function assemble(
   return [...out, ...o.bindings, ...(config ? [config] : [])];
 }
 
-type Containers = { image: string; env?: { name: string; value?: string }[] }[];
+type Containers = { image: string; args?: string[]; env?: { name: string; value?: string }[] }[];
 const containersOf = (deployment: Obj): Containers =>
   (deployment.spec as { template: { spec: { containers: Containers } } }).template.spec.containers;
 
@@ -273,6 +293,10 @@ export function installCommand(): Command {
     .option(
       '--gateway',
       'also the Ingress gateway (manifests/gateway: its namespace, Deployment, Service, IngressClass, RBAC) on the same image; a re-run keeps an installed gateway',
+    )
+    .option(
+      '--gateway-api',
+      'the gateway also serves Gateway API Gateways and HTTPRoutes (implies --gateway; adds its RBAC and the GatewayClass outrigger; the CRDs are yours to install); a re-run keeps it',
     )
     .option(
       '--rotate-certificate',

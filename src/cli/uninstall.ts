@@ -37,7 +37,7 @@ const FIRST = [
 
 async function staticRefs(): Promise<Ref[]> {
   const m = await import('./install-manifests.ts');
-  const made = [...m.shippedManifests(), ...m.gatewayManifests()].filter(
+  const made = [...m.shippedManifests(), ...m.gatewayManifests(), ...m.gatewayApiManifests()].filter(
     (o) => !(o.kind === 'ClusterRoleBinding' && o.metadata.name === m.EXAMPLE_BINDING),
   );
   const owned = [...made, m.TLS_SECRET].map(ref);

@@ -147,6 +147,31 @@ test('install --gateway adds the gateway on the same image, before the webhook c
   assert.ok(!byUrlKinds.includes('Deployment/outrigger-webhook'));
 });
 
+test('install --gateway-api adds the gateway with Gateway API on: its argument, RBAC and GatewayClass', async () => {
+  const r = await runCli(['install', '--gateway-api']);
+  assert.equal(r.status, 0, r.stderr);
+  const objs = parseAllDocuments(r.stdout).map((d) => d.toJS() as Obj);
+  const kinds = objs.map((o) => `${o.kind}/${o.metadata.name}`);
+  for (const k of [
+    'Deployment/outrigger-gateway',
+    'ClusterRole/outrigger-gateway-api',
+    'GatewayClass/outrigger',
+  ])
+    assert.ok(kinds.includes(k), `${k} in ${kinds.join(', ')}`);
+  const gateway = objs.find(
+    (o) => o.kind === 'Deployment' && o.metadata.name === 'outrigger-gateway',
+  ) as unknown as {
+    spec: { template: { spec: { containers: { args: string[] }[] } } };
+  };
+  assert.equal(
+    gateway.spec.template.spec.containers[0]!.args.filter((a) => a === '--gateway-api=true').length,
+    1,
+  );
+  assert.match(r.stderr, /standard-channel CRDs/);
+  const plain = await runCli(['install', '--gateway']);
+  assert.doesNotMatch(plain.stdout, /gateway-api|GatewayClass/);
+});
+
 test('install checks its flags, and says when it binds no namespace', async () => {
   const bad = await runCli(['install', '--namespaces', 'Shop_1']);
   assert.equal(bad.status, 2);
