@@ -1,11 +1,11 @@
 import { isIP } from 'node:net';
 import type { KubeApi } from '../kube/api.ts';
-import type { Condition, ReadStatus } from '../routes/objects.ts';
+import type { Condition, ParentRef, ReadStatus } from '../routes/objects.ts';
 import { routeKey } from '../routes/objects.ts';
 import { condition, type GatewayRouteTable } from '../routes/table.ts';
-import type { Clock, Timer } from '../shared/clock.ts';
-import { errorMessage } from '../shared/errors.ts';
+import type { Clock } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
+import { StatusWrites } from './status-writes.ts';
 
 /**
  * Writes the status Gateway API asks of a controller: GatewayClass Accepted, Gateway Accepted and
@@ -60,48 +60,28 @@ function canonical(v: unknown): string {
 
 export class RouteStatusWriter {
   readonly #o: RouteStatusOptions;
-  readonly #stop = new AbortController();
-  readonly #failing = new Map<string, string>();
-  #timer: Timer | undefined;
-  #resync: Timer | undefined;
-  #running: Promise<number> | undefined;
-  #again = false;
-  writes = 0;
+  readonly #writes: StatusWrites;
 
   constructor(o: RouteStatusOptions) {
     this.#o = o;
-    this.#armResync();
+    this.#writes = new StatusWrites({ ...o, what: 'Gateway API status', pass: () => this.#syncOnce() });
+  }
+
+  get writes(): number {
+    return this.#writes.writes;
   }
 
   schedule(): void {
-    if (this.#stop.signal.aborted) return;
-    this.#timer ??= this.#o.clock.setTimer(this.#o.debounceMs ?? 200, () => {
-      this.#timer = undefined;
-      void this.sync();
-    });
+    this.#writes.schedule();
   }
 
   /** Writes every status that differs; resolves with the number written. */
   sync(): Promise<number> {
-    if (this.#running) {
-      // A change that arrives during a pass is written by one more pass after it.
-      this.#again = true;
-      return this.#running;
-    }
-    this.#running = this.#syncOnce().finally(() => {
-      this.#running = undefined;
-      if (this.#again) {
-        this.#again = false;
-        void this.sync();
-      }
-    });
-    return this.#running;
+    return this.#writes.sync();
   }
 
   close(): void {
-    this.#stop.abort();
-    this.#timer?.cancel();
-    this.#resync?.cancel();
+    this.#writes.close();
   }
 
   async #syncOnce(): Promise<number> {
@@ -114,19 +94,8 @@ export class RouteStatusWriter {
       have: ReadStatus | undefined,
       want: Desired,
     ): Promise<void> => {
-      if (this.#stop.signal.aborted || canonical(pick(have, want)) === canonical(want)) return;
-      try {
-        await this.#o.api.mergePatch(path, { status: want }, this.#stop.signal);
-        written++;
-        this.writes++;
-        if (this.#failing.delete(key))
-          this.#o.logger.info('Gateway API status written again', { object: key });
-      } catch (e) {
-        const reason = errorMessage(e);
-        if (this.#failing.get(key) !== reason)
-          this.#o.logger.warn('Gateway API status not written; retrying later', { object: key, reason });
-        this.#failing.set(key, reason);
-      }
+      if (canonical(pick(have, want)) === canonical(want)) return;
+      if (await this.#writes.write(path, key, { status: want })) written++;
     };
     for (const [name, c] of t.classes()) {
       const conditions = this.#timed(
@@ -208,14 +177,6 @@ export class RouteStatusWriter {
       };
     });
   }
-
-  #armResync(): void {
-    this.#resync = this.#o.clock.setTimer(this.#o.resyncMs ?? 30_000, () => {
-      if (this.#stop.signal.aborted) return;
-      void this.sync();
-      this.#armResync();
-    });
-  }
 }
 
 /**
@@ -255,14 +216,7 @@ function listenerConditions(status: ReadStatus | undefined, name: string): Condi
 }
 
 /** A parentRef as the API echoes it in status (defaults written out). */
-function refOut(r: {
-  group: string;
-  kind: string;
-  name: string;
-  namespace?: string;
-  sectionName?: string;
-  port?: number;
-}) {
+function refOut(r: ParentRef) {
   return {
     group: r.group,
     kind: r.kind,

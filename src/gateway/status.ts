@@ -1,8 +1,8 @@
 import type { KubeApi } from '../kube/api.ts';
-import type { Clock, Timer } from '../shared/clock.ts';
-import { errorMessage } from '../shared/errors.ts';
+import type { Clock } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
 import { loadBalancerIngress, objectKey, type Ingress } from './objects.ts';
+import { StatusWrites } from './status-writes.ts';
 
 /**
  * Publishes the gateway's address in `status.loadBalancer` of every Ingress it serves
@@ -30,67 +30,45 @@ const statusPath = (ing: Ingress): string =>
 export class StatusPublisher {
   readonly #o: StatusPublisherOptions;
   readonly #want: string;
-  readonly #failing = new Map<string, string>();
-  readonly #stop = new AbortController();
-  #timer: Timer | undefined;
-  #resync: Timer | undefined;
-  #running: Promise<number> | undefined;
-  writes = 0;
+  readonly #writes: StatusWrites;
 
   constructor(o: StatusPublisherOptions) {
     this.#o = o;
     this.#want = [...o.addresses].sort().join(',');
-    this.#armResync();
+    this.#writes = new StatusWrites({
+      ...o,
+      what: 'Ingress status',
+      keyField: 'ingress',
+      pass: () => this.#syncOnce(),
+    });
+  }
+
+  get writes(): number {
+    return this.#writes.writes;
   }
 
   /** Something changed: publish after a short quiet time. */
   schedule(): void {
-    if (this.#stop.signal.aborted) return;
-    this.#timer ??= this.#o.clock.setTimer(this.#o.debounceMs ?? 200, () => {
-      this.#timer = undefined;
-      void this.sync();
-    });
+    this.#writes.schedule();
   }
 
   /** Writes every served Ingress whose status differs; resolves with the number written. */
   sync(): Promise<number> {
-    this.#running ??= this.#syncOnce().finally(() => (this.#running = undefined));
-    return this.#running;
+    return this.#writes.sync();
   }
 
   close(): void {
-    this.#stop.abort();
-    this.#timer?.cancel();
-    this.#resync?.cancel();
+    this.#writes.close();
   }
 
   async #syncOnce(): Promise<number> {
     let written = 0;
     const patch = { status: { loadBalancer: { ingress: loadBalancerIngress(this.#o.addresses) } } };
     for (const ing of this.#o.served()) {
-      if (this.#stop.signal.aborted) break;
+      if (this.#writes.stopped) break;
       if ([...(ing.status?.addresses ?? [])].sort().join(',') === this.#want) continue;
-      const key = objectKey(ing.metadata);
-      try {
-        await this.#o.api.mergePatch(statusPath(ing), patch, this.#stop.signal);
-        written++;
-        this.writes++;
-        if (this.#failing.delete(key)) this.#o.logger.info('Ingress status written again', { ingress: key });
-      } catch (e) {
-        const reason = errorMessage(e);
-        if (this.#failing.get(key) !== reason)
-          this.#o.logger.warn('Ingress status not written; retrying later', { ingress: key, reason });
-        this.#failing.set(key, reason);
-      }
+      if (await this.#writes.write(statusPath(ing), objectKey(ing.metadata), patch)) written++;
     }
     return written;
-  }
-
-  #armResync(): void {
-    this.#resync = this.#o.clock.setTimer(this.#o.resyncMs ?? 30_000, () => {
-      if (this.#stop.signal.aborted) return;
-      void this.sync();
-      this.#armResync();
-    });
   }
 }
