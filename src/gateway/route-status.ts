@@ -58,33 +58,15 @@ function canonical(v: unknown): string {
   return JSON.stringify(norm(v));
 }
 
-export class RouteStatusWriter {
+export class RouteStatusWriter extends StatusWrites {
   readonly #o: RouteStatusOptions;
-  readonly #writes: StatusWrites;
 
   constructor(o: RouteStatusOptions) {
+    super({ ...o, what: 'Gateway API status' });
     this.#o = o;
-    this.#writes = new StatusWrites({ ...o, what: 'Gateway API status', pass: () => this.#syncOnce() });
   }
 
-  get writes(): number {
-    return this.#writes.writes;
-  }
-
-  schedule(): void {
-    this.#writes.schedule();
-  }
-
-  /** Writes every status that differs; resolves with the number written. */
-  sync(): Promise<number> {
-    return this.#writes.sync();
-  }
-
-  close(): void {
-    this.#writes.close();
-  }
-
-  async #syncOnce(): Promise<number> {
+  protected async pass(): Promise<number> {
     if (this.#o.stale()) return 0;
     const t = this.#o.table();
     let written = 0;
@@ -95,7 +77,7 @@ export class RouteStatusWriter {
       want: Desired,
     ): Promise<void> => {
       if (canonical(pick(have, want)) === canonical(want)) return;
-      if (await this.#writes.write(path, key, { status: want })) written++;
+      if (await this.write(path, key, { status: want })) written++;
     };
     for (const [name, c] of t.classes()) {
       const conditions = this.#timed(

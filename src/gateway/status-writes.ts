@@ -17,13 +17,11 @@ export interface StatusWritesOptions {
   what: string;
   /** The log field that names the object (default "object"). */
   keyField?: string;
-  /** One pass: writes what differs through write(); resolves with the number written. */
-  pass: () => Promise<number>;
   debounceMs?: number;
   resyncMs?: number;
 }
 
-export class StatusWrites {
+export abstract class StatusWrites {
   readonly #o: StatusWritesOptions;
   readonly #stop = new AbortController();
   readonly #failing = new Map<string, string>();
@@ -33,12 +31,15 @@ export class StatusWrites {
   #again = false;
   writes = 0;
 
+  /** One pass: writes what differs through write(); resolves with the number written. */
+  protected abstract pass(): Promise<number>;
+
   constructor(o: StatusWritesOptions) {
     this.#o = o;
     this.#armResync();
   }
 
-  get stopped(): boolean {
+  protected get stopped(): boolean {
     return this.#stop.signal.aborted;
   }
 
@@ -57,7 +58,7 @@ export class StatusWrites {
       this.#again = true;
       return this.#running;
     }
-    this.#running = this.#o.pass().finally(() => {
+    this.#running = this.pass().finally(() => {
       this.#running = undefined;
       if (this.#again && !this.stopped) {
         this.#again = false;
@@ -68,7 +69,7 @@ export class StatusWrites {
   }
 
   /** One merge patch; false when it failed (logged once per object and reason). */
-  async write(path: string, key: string, patch: unknown): Promise<boolean> {
+  protected async write(path: string, key: string, patch: unknown): Promise<boolean> {
     if (this.stopped) return false;
     try {
       await this.#o.api.mergePatch(path, patch, this.#stop.signal);

@@ -27,47 +27,23 @@ export interface StatusPublisherOptions {
 const statusPath = (ing: Ingress): string =>
   `/apis/networking.k8s.io/v1/namespaces/${encodeURIComponent(ing.metadata.namespace)}/ingresses/${encodeURIComponent(ing.metadata.name)}/status`;
 
-export class StatusPublisher {
+export class StatusPublisher extends StatusWrites {
   readonly #o: StatusPublisherOptions;
   readonly #want: string;
-  readonly #writes: StatusWrites;
 
   constructor(o: StatusPublisherOptions) {
+    super({ ...o, what: 'Ingress status', keyField: 'ingress' });
     this.#o = o;
     this.#want = [...o.addresses].sort().join(',');
-    this.#writes = new StatusWrites({
-      ...o,
-      what: 'Ingress status',
-      keyField: 'ingress',
-      pass: () => this.#syncOnce(),
-    });
   }
 
-  get writes(): number {
-    return this.#writes.writes;
-  }
-
-  /** Something changed: publish after a short quiet time. */
-  schedule(): void {
-    this.#writes.schedule();
-  }
-
-  /** Writes every served Ingress whose status differs; resolves with the number written. */
-  sync(): Promise<number> {
-    return this.#writes.sync();
-  }
-
-  close(): void {
-    this.#writes.close();
-  }
-
-  async #syncOnce(): Promise<number> {
+  protected async pass(): Promise<number> {
     let written = 0;
     const patch = { status: { loadBalancer: { ingress: loadBalancerIngress(this.#o.addresses) } } };
     for (const ing of this.#o.served()) {
-      if (this.#writes.stopped) break;
+      if (this.stopped) break;
       if ([...(ing.status?.addresses ?? [])].sort().join(',') === this.#want) continue;
-      if (await this.#writes.write(statusPath(ing), objectKey(ing.metadata), patch)) written++;
+      if (await this.write(statusPath(ing), objectKey(ing.metadata), patch)) written++;
     }
     return written;
   }
