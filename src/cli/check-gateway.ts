@@ -4,15 +4,18 @@ import type { KubeApi } from './kube-api.ts';
 
 /**
  * The gateway, when it is installed (manifests/gateway): its Deployment has every replica ready,
- * and the IngressClass it serves exists. Not installed is no failure: the gateway is optional.
+ * and the IngressClass it serves exists; with Gateway API on (--gateway-api=true), the API serves
+ * the Gateway API CRDs and the GatewayClass exists. Not installed is no failure: the gateway is
+ * optional.
  */
-const { namespace, deployment, ingressClass } = CONTROL_PLANE.gateway;
+const { namespace, deployment, ingressClass, gatewayApiArg } = CONTROL_PLANE.gateway;
+const GATEWAY_CLASS = `/apis/gateway.networking.k8s.io/v1/gatewayclasses/${ingressClass}`;
 const DEPLOYMENT = `/apis/apps/v1/namespaces/${namespace}/deployments/${deployment}`;
 const CLASS = `/apis/networking.k8s.io/v1/ingressclasses/${ingressClass}`;
 const NAME = `${namespace}/${deployment}`;
 
 interface DeploymentView {
-  spec?: { replicas?: number };
+  spec?: { replicas?: number; template?: { spec?: { containers?: { args?: string[] }[] } } };
   status?: { readyReplicas?: number };
 }
 
@@ -49,5 +52,26 @@ export async function gatewayChecks(api: KubeApi): Promise<CheckResult[]> {
           'outrigger install --gateway | kubectl apply -f -',
         ),
   );
+  const gatewayApi = (spec?.template?.spec?.containers ?? []).some((x) => x.args?.includes(gatewayApiArg));
+  if (gatewayApi) out.push(await gatewayApiCheck(api));
   return out;
+}
+
+/** The GatewayClass, which also tells whether the API serves the CRDs at all (404 on the group). */
+async function gatewayApiCheck(api: KubeApi): Promise<CheckResult> {
+  const g = await api.call('GET', GATEWAY_CLASS);
+  if (g.status === 200)
+    return pass('gateway API', `GatewayClass ${ingressClass} (controller outrigger.dev/gateway)`);
+  const group = await api.call('GET', '/apis/gateway.networking.k8s.io/v1');
+  return group.status === 404
+    ? fail(
+        'gateway API',
+        'the gateway runs with --gateway-api=true but the API serves no gateway.networking.k8s.io/v1: it never turns ready',
+        'install the standard-channel CRDs of sigs.k8s.io/gateway-api v1.6: kubectl apply --server-side -f standard-install.yaml',
+      )
+    : fail(
+        'gateway API',
+        `GatewayClass ${ingressClass} is missing (${g.status}): no Gateway is served`,
+        'outrigger install --gateway-api | kubectl apply -f -',
+      );
 }
