@@ -112,8 +112,23 @@ ensure_node_images() {
 
 node_ctr() { ctr --address "$(node_dir)/containerd.sock" -n k8s.io "$@"; }
 
+# ctr_import ARCHIVE [NAME]: `ctr images import`, again when it lost its own index blob. With
+# --index-name, ctr writes the archive's index.json as a new blob and then references it; seen here
+# once in ~25 imports (containerd 1.6.20), that blob was gone in between ("content digest <the
+# index.json's sha256>: not found"), as if collected before the image record held it. Another import
+# writes it anew; any other failure is not retried.
+ctr_import() {
+  local i out
+  for i in 1 2 3; do
+    out="$(node_ctr images import ${2:+--index-name "$2"} "$1" 2>&1)" && return 0
+    case "$out" in *"content digest"*"not found"*) log "ctr import of $1 lost its index blob; importing again ($i)" ;; *) break ;; esac
+  done
+  printf '%s\n' "$out" >&2
+  return 1
+}
+
 import_image() {
-  node_ctr images import --index-name "$2" "$1" >/dev/null || die "ctr images import $1 failed"
+  ctr_import "$1" "$2" >/dev/null || die "ctr images import $1 failed"
 }
 
 # --- PKI ---------------------------------------------------------------------------------------
