@@ -4,6 +4,8 @@
  * every pod, so the store holds only what the merge reads. The shapes follow the API's JSON, so a
  * `kubectl get -o yaml` document and a watch event decode the same way.
  */
+
+import { obj, str, num, arr, bool } from '../shared/json.ts';
 export interface KMeta {
   name: string;
   namespace: string;
@@ -60,14 +62,6 @@ export interface KEndpointSlice {
 }
 
 export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
-
-type Json = Record<string, unknown>;
-const obj = (v: unknown): Json => (v !== null && typeof v === 'object' ? (v as Json) : {});
-const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
-const num = (v: unknown): number | undefined => (typeof v === 'number' ? v : undefined);
-const arr = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
-const bool = (v: unknown): boolean | null | undefined =>
-  typeof v === 'boolean' ? v : v === null ? null : undefined;
 
 /**
  * Drops undefined fields so slimmed objects stay small and JSON golden files tidy. Builds a new

@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import { obj, str, arr } from '../shared/json.ts';
 /**
  * The slice of networking.k8s.io/v1 Ingress and IngressClass objects, and of kubernetes.io/tls
  * Secrets, that the gateway keeps. Objects are slimmed the moment they arrive (managedFields,
@@ -70,11 +71,6 @@ export interface TlsSecret {
 export const CLASS_ANNOTATION = 'kubernetes.io/ingress.class';
 export const DEFAULT_CLASS_ANNOTATION = 'ingressclass.kubernetes.io/is-default-class';
 export const TLS_SECRET_TYPE = 'kubernetes.io/tls';
-
-type Json = Record<string, unknown>;
-const obj = (v: unknown): Json => (v !== null && typeof v === 'object' ? (v as Json) : {});
-const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
-const arr = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 
 /** Only the annotations the gateway reads survive slimming. */
 const KEPT_ANNOTATIONS = [CLASS_ANNOTATION, DEFAULT_CLASS_ANNOTATION];

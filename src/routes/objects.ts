@@ -5,6 +5,8 @@
  * event, a list item, a snapshot and a `kubectl get -o yaml` document decode the same way, and
  * slimming a slimmed object changes nothing.
  */
+
+import { obj, str, num, arr, strMap } from '../shared/json.ts';
 export const GATEWAY_GROUP = 'gateway.networking.k8s.io';
 
 export interface RouteMeta {
@@ -76,10 +78,7 @@ export interface NamespaceLabels {
 
 export function slimNamespace(raw: unknown): NamespaceLabels {
   const o = obj(raw);
-  const labels = Object.fromEntries(
-    Object.entries(obj(obj(o.metadata).labels)).flatMap(([k, v]) => (typeof v === 'string' ? [[k, v]] : [])),
-  );
-  return { kind: 'Namespace', metadata: { ...slimMeta(o.metadata), labels } };
+  return { kind: 'Namespace', metadata: { ...slimMeta(o.metadata), labels: strMap(obj(o.metadata).labels) } };
 }
 
 export interface Gateway {
@@ -180,11 +179,6 @@ export interface ReferenceGrant {
   };
 }
 
-type Json = Record<string, unknown>;
-const obj = (v: unknown): Json => (v !== null && typeof v === 'object' ? (v as Json) : {});
-const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
-const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
-const arr = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 const opt = <K extends string, V>(k: K, v: V | undefined): Partial<Record<K, V>> =>
   (v === undefined ? {} : { [k]: v }) as Partial<Record<K, V>>;
 
@@ -231,11 +225,8 @@ export function slimGatewayClass(raw: unknown): GatewayClass {
 function slimSelector(raw: unknown): LabelSelector | undefined {
   if (raw === undefined || raw === null) return undefined;
   const s = obj(raw);
-  const labels = obj(s.matchLabels);
   return {
-    matchLabels: Object.fromEntries(
-      Object.entries(labels).flatMap(([k, v]) => (typeof v === 'string' ? [[k, v]] : [])),
-    ),
+    matchLabels: strMap(s.matchLabels),
     matchExpressions: arr(s.matchExpressions).map((e) => ({
       key: str(obj(e).key) ?? '',
       operator: str(obj(e).operator) ?? '',
