@@ -78,9 +78,10 @@ export async function openGatewayDiscovery(
         api: { mergePatch: writer(api, '--gateway-api') },
         controller: config.controller,
         table: () => store.routeTable(),
+        statusOf: (kind, meta) => store.routeStatusOf(kind, meta),
         stale: () => store.stale(),
         secretUsable: (key) => {
-          const secret = store.secrets().get(key);
+          const secret = store.secret(key);
           return secret !== undefined && usableCertificate(secret);
         },
         serviceAbsent: async (namespace, name) =>

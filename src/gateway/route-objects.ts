@@ -12,9 +12,11 @@ import {
   type HTTPRoute,
   type NamespaceLabels,
   type ReferenceGrant,
+  type ReadStatus,
+  type RouteMeta,
 } from '../routes/objects.ts';
 import { GatewayRouteTable } from '../routes/table.ts';
-import { ObjectSet } from './object-set.ts';
+import { ObjectSet, type SetChange } from './object-set.ts';
 
 /**
  * The Gateway API objects the gateway reads (`--gateway-api`), under the same last-known-good
@@ -29,50 +31,44 @@ const namespaced = (resource: string, ns: string | undefined): string =>
   ns === undefined ? `${GROUP}/${resource}` : `${GROUP}/namespaces/${encodeURIComponent(ns)}/${resource}`;
 
 type Any = GatewayClass | Gateway | HTTPRoute | ReferenceGrant | NamespaceLabels;
+type Kind = Any['kind'];
+type Of<K extends Kind> = Extract<Any, { kind: K }>;
 
-const slimAny = (raw: unknown): Any | undefined => {
-  switch ((raw as { kind?: unknown } | null)?.kind) {
-    case 'GatewayClass':
-      return slimGatewayClass(raw);
-    case 'Gateway':
-      return slimGateway(raw);
-    case 'HTTPRoute':
-      return slimHTTPRoute(raw);
-    case 'ReferenceGrant':
-      return slimReferenceGrant(raw);
-    case 'Namespace':
-      return slimNamespace(raw);
-    default:
-      return undefined;
-  }
+const SLIM: { [K in Kind]: (raw: unknown) => Of<K> } = {
+  GatewayClass: slimGatewayClass,
+  Gateway: slimGateway,
+  HTTPRoute: slimHTTPRoute,
+  ReferenceGrant: slimReferenceGrant,
+  Namespace: slimNamespace,
 };
+const KINDS = Object.keys(SLIM) as Kind[];
 
 export class RouteObjects {
-  readonly #sets: { [K in Any['kind']]: ObjectSet<Extract<Any, { kind: K }>> };
+  readonly #sets: { [K in Kind]: ObjectSet<Of<K>> };
   readonly #reflectors: Reflector[];
 
   constructor(
     reflector: NewReflector,
     namespace: string | undefined,
-    changed: () => void,
+    changed: (change: SetChange) => void,
     now: () => number,
   ) {
     // The API omits kind on list items; the slimmed object says what it is.
-    const set = <T extends Any>(slim: (raw: unknown) => T): ObjectSet<T> =>
+    const set = <K extends Kind>(kind: K): ObjectSet<Of<K>> =>
       new ObjectSet(
         (raw) => {
-          const v = slim(raw);
+          const v = SLIM[kind](raw);
           return { key: routeKey(v.metadata), value: v };
         },
         changed,
         now,
       );
     this.#sets = {
-      GatewayClass: set((r) => slimGatewayClass(r)),
-      Gateway: set((r) => slimGateway(r)),
-      HTTPRoute: set((r) => slimHTTPRoute(r)),
-      ReferenceGrant: set((r) => slimReferenceGrant(r)),
-      Namespace: set((r) => slimNamespace(r)),
+      GatewayClass: set('GatewayClass'),
+      Gateway: set('Gateway'),
+      HTTPRoute: set('HTTPRoute'),
+      ReferenceGrant: set('ReferenceGrant'),
+      Namespace: set('Namespace'),
     };
     this.#reflectors = [
       reflector('gatewayclasses', `${GROUP}/gatewayclasses`, {}, this.#sets.GatewayClass),
@@ -120,18 +116,23 @@ export class RouteObjects {
     return Object.values(this.#sets).flatMap((s) => [...s.items.values()].map((v) => JSON.stringify(v)));
   }
 
+  /** An object's status as last read (the table holds the copy it was built from). */
+  statusOf(kind: 'GatewayClass' | 'Gateway' | 'HTTPRoute', meta: RouteMeta): ReadStatus | undefined {
+    return this.#sets[kind].items.get(routeKey(meta))?.status;
+  }
+
   /** Objects from a snapshot; undecodable entries are skipped. Returns how many were loaded. */
   load(texts: readonly string[]): number {
-    const by = new Map<Any['kind'], [string, Any][]>();
+    const by = new Map<Kind, [string, Any][]>();
     for (const t of texts) {
-      const v = slimAny(JSON.parse(t));
-      if (!v) continue;
+      const raw = JSON.parse(t) as { kind?: unknown } | null;
+      const kind = KINDS.find((k) => k === raw?.kind);
+      if (!kind) continue;
+      const v = SLIM[kind](raw);
       by.set(v.kind, [...(by.get(v.kind) ?? []), [routeKey(v.metadata), v]]);
     }
     // A collection that was empty when the snapshot was written is as much last-known-good.
-    for (const [kind, set] of Object.entries(this.#sets)) {
-      (set as ObjectSet<Any>).load(by.get(kind as Any['kind']) ?? []);
-    }
+    for (const kind of KINDS) (this.#sets[kind] as ObjectSet<Any>).load(by.get(kind) ?? []);
     return texts.length;
   }
 }

@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import type { KubeApi } from '../kube/api.ts';
-import type { Condition, ParentRef, ReadStatus } from '../routes/objects.ts';
+import type { Condition, ParentRef, ReadStatus, RouteMeta } from '../routes/objects.ts';
 import { routeKey } from '../routes/objects.ts';
 import { condition, type GatewayRouteTable } from '../routes/table.ts';
 import type { Clock } from '../shared/clock.ts';
@@ -20,6 +20,11 @@ export interface RouteStatusOptions {
   api: Required<Pick<KubeApi, 'mergePatch'>>;
   controller: string;
   table: () => GatewayRouteTable;
+  /**
+   * An object's status as last read. Not the table's copy: the echo of a status write rebuilds no
+   * table, and comparing against an older status would write the same status again.
+   */
+  statusOf: (kind: 'GatewayClass' | 'Gateway' | 'HTTPRoute', meta: RouteMeta) => ReadStatus | undefined;
   /** True when the routing data is last-known-good rather than confirmed by the API. */
   stale: () => boolean;
   /** Whether a certificate Secret ("namespace/name") is read and usable. */
@@ -80,36 +85,39 @@ export class RouteStatusWriter extends StatusWrites {
       if (await this.write(path, key, { status: want })) written++;
     };
     for (const [name, c] of t.classes()) {
+      const have = this.#o.statusOf('GatewayClass', c.metadata);
       const conditions = this.#timed(
         [condition('Accepted', true, 'Accepted'), condition('SupportedVersion', true, 'SupportedVersion')],
-        c.status?.conditions,
+        have?.conditions,
         c.metadata.generation,
       );
-      await write(`${BASE}/gatewayclasses/${enc(name)}/status`, `GatewayClass ${name}`, c.status, {
+      await write(`${BASE}/gatewayclasses/${enc(name)}/status`, `GatewayClass ${name}`, have, {
         conditions,
       });
     }
     for (const [key, g] of t.gateways()) {
       const gen = g.metadata.generation;
+      const have = this.#o.statusOf('Gateway', g.metadata);
       const listeners = t.listenerStatus(key, this.#o.secretUsable).map((l) => ({
         ...l,
-        conditions: this.#timed(l.conditions, listenerConditions(g.status, l.name), gen),
+        conditions: this.#timed(l.conditions, listenerConditions(have, l.name), gen),
       }));
       const want = {
         addresses: this.#o.addresses.map((value) => ({
           type: isIP(value) ? 'IPAddress' : 'Hostname',
           value,
         })),
-        conditions: this.#timed(gatewayConditions(listeners), g.status?.conditions, gen),
+        conditions: this.#timed(gatewayConditions(listeners), have?.conditions, gen),
         listeners,
       };
       const path = `${BASE}/namespaces/${enc(g.metadata.namespace)}/gateways/${enc(g.metadata.name)}/status`;
-      await write(path, `Gateway ${key}`, g.status, want);
+      await write(path, `Gateway ${key}`, have, want);
     }
     for (const [key, route] of t.routes()) {
       const missing = await this.#missingBackend(t, key);
+      const status = this.#o.statusOf('HTTPRoute', route.metadata);
       const ours = (t.routeStatus().get(key) ?? []).map((p) => {
-        const have = route.status?.parents?.find(
+        const have = status?.parents?.find(
           (x) =>
             x.controllerName === this.#o.controller &&
             canonical(x.parentRef) === canonical(refOut(p.parentRef)),
@@ -125,9 +133,9 @@ export class RouteStatusWriter extends StatusWrites {
           conditions: this.#timed(conditions, have?.conditions, route.metadata.generation),
         };
       });
-      const others = (route.status?.parents ?? []).filter((x) => x.controllerName !== this.#o.controller);
+      const others = (status?.parents ?? []).filter((x) => x.controllerName !== this.#o.controller);
       const path = `${BASE}/namespaces/${enc(route.metadata.namespace)}/httproutes/${enc(route.metadata.name)}/status`;
-      await write(path, `HTTPRoute ${routeKey(route.metadata)}`, route.status, {
+      await write(path, `HTTPRoute ${routeKey(route.metadata)}`, status, {
         parents: [...others, ...ours],
       });
     }

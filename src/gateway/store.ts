@@ -11,7 +11,7 @@ import {
 import type { Clock, Random } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
 import { selectIngresses, type ClassPolicy } from './classes.ts';
-import { ObjectSet } from './object-set.ts';
+import { ObjectSet, type SetChange } from './object-set.ts';
 import {
   ingressToApi,
   objectKey,
@@ -24,6 +24,7 @@ import {
 } from './objects.ts';
 import { RouteTable, type TableProblem } from './table.ts';
 import { GatewayRouteTable } from '../routes/table.ts';
+import type { ReadStatus } from '../routes/objects.ts';
 import { RouteObjects } from './route-objects.ts';
 
 /**
@@ -79,7 +80,7 @@ const INGRESSES = (ns: string | undefined): string =>
 const CLASSES = '/apis/networking.k8s.io/v1/ingressclasses';
 const SECRETS = (ns: string): string => `/api/v1/namespaces/${encodeURIComponent(ns)}/secrets`;
 
-interface Watched<T> {
+interface Watched<T extends object> {
   set: ObjectSet<T>;
   reflector: Reflector;
 }
@@ -106,6 +107,8 @@ export class GatewayStore {
   #fromSnapshot = false;
   #stale = false;
   #rebuildQueued = false;
+  /** The tables whose objects changed since the last rebuild; both at start. */
+  readonly #dirty = new Set<'ingress' | 'routes'>(['ingress', 'routes']);
   #closed = false;
 
   constructor(o: GatewayStoreOptions, snapshot: GatewaySnapshot | undefined) {
@@ -113,20 +116,26 @@ export class GatewayStore {
     this.#log = o.logger.child({ component: 'gateway-discovery' });
     this.#reflector = reflectorsOf({ ...o, logger: this.#log });
     const now = (): number => o.clock.now();
-    const changed = (): void => this.#changed();
+    const ingressChanged = (c: SetChange): void => this.#changed(c, 'ingress');
     this.#ingresses = this.#watch(
       'ingresses',
       INGRESSES(o.namespace),
       {},
-      new ObjectSet((raw) => keyed(slimIngress(raw)), changed, now),
+      new ObjectSet((raw) => keyed(slimIngress(raw)), ingressChanged, now),
     );
     this.#classes = this.#watch(
       'ingressclasses',
       CLASSES,
       {},
-      new ObjectSet((raw) => keyed(slimIngressClass(raw)), changed, now),
+      new ObjectSet((raw) => keyed(slimIngressClass(raw)), ingressChanged, now),
     );
-    if (o.gatewayApi) this.#routeObjects = new RouteObjects(this.#reflector, o.namespace, changed, now);
+    if (o.gatewayApi)
+      this.#routeObjects = new RouteObjects(
+        this.#reflector,
+        o.namespace,
+        (c) => this.#changed(c, 'routes'),
+        now,
+      );
     this.#writer = snapshotWriterOf(o, this.#log, () => this.#collect());
     const routes = o.gatewayApi ? (snapshot?.gatewayApi.length ?? 0) : 0;
     if (snapshot && snapshot.ingresses.length + snapshot.ingressClasses.length + routes > 0)
@@ -150,7 +159,13 @@ export class GatewayStore {
    * every host belongs to another namespace is not among them (its status gets no address).
    */
   served(): Ingress[] {
-    return this.#served;
+    // As last read: a status write's echo rebuilds no table, and its writer compares with it.
+    return this.#served.map((ing) => this.#ingresses.set.items.get(objectKey(ing.metadata)) ?? ing);
+  }
+
+  /** A Gateway API object's status as last read. */
+  routeStatusOf(...a: Parameters<RouteObjects['statusOf']>): ReadStatus | undefined {
+    return this.#routeObjects?.statusOf(...a);
   }
 
   /** The current Gateway API table (empty without --gateway-api). */
@@ -158,10 +173,15 @@ export class GatewayStore {
     return this.#routeTable;
   }
 
+  /** One TLS Secret ("namespace/name") as last read, if it is watched and read. */
+  secret(key: string): TlsSecret | undefined {
+    return this.#secrets.get(key)?.set.items.get(key);
+  }
+
   secrets(): Map<string, TlsSecret> {
     const out = new Map<string, TlsSecret>();
-    for (const [key, w] of this.#secrets) {
-      const s = w.set.items.get(key);
+    for (const key of this.#secrets.keys()) {
+      const s = this.secret(key);
       if (s) out.set(key, s);
     }
     return out;
@@ -193,7 +213,7 @@ export class GatewayStore {
 
   status(): GatewayStatus {
     const stale: GatewayStatus['stale'] = [];
-    const add = (collection: string, set: ObjectSet<unknown>): void => {
+    const add = (collection: string, set: ObjectSet<object>): void => {
       if (set.failure) stale.push({ collection, ...set.failure });
     };
     add('ingresses', this.#ingresses.set);
@@ -263,7 +283,12 @@ export class GatewayStore {
     });
   }
 
-  #watch<T>(name: string, path: string, selectors: Record<string, string>, set: ObjectSet<T>): Watched<T> {
+  #watch<T extends object>(
+    name: string,
+    path: string,
+    selectors: Record<string, string>,
+    set: ObjectSet<T>,
+  ): Watched<T> {
     return { set, reflector: this.#reflector(name, path, selectors, set) };
   }
 
@@ -281,7 +306,7 @@ export class GatewayStore {
             const meta = (raw as { metadata?: { name?: string } } | null)?.metadata;
             return { key: `${ns}/${meta?.name ?? name}`, value: s };
           },
-          () => this.#changed(),
+          (c) => this.#changed(c, undefined),
           () => this.#o.clock.now(),
         ),
       );
@@ -291,8 +316,17 @@ export class GatewayStore {
     return w;
   }
 
-  /** Coalesces a burst of events (a relist, a rollout) into one rebuild. */
-  #changed(): void {
+  /**
+   * Coalesces a burst of events (a relist, a rollout) into one rebuild, of only the table whose
+   * objects changed. A status-only change (the echo of a status write) rebuilds nothing: the
+   * status writers read status from the collections, not from the tables.
+   */
+  #changed(change: SetChange, table: 'ingress' | 'routes' | undefined): void {
+    if (change === 'status') {
+      this.#writer?.schedule();
+      return;
+    }
+    if (change === 'data' && table) this.#dirty.add(table);
     if (this.#rebuildQueued || this.#closed) return;
     this.#rebuildQueued = true;
     queueMicrotask(() => {
@@ -302,6 +336,17 @@ export class GatewayStore {
   }
 
   #rebuild(): void {
+    if (this.#dirty.has('ingress')) this.#rebuildIngressTable();
+    if (this.#dirty.has('routes'))
+      this.#routeTable = this.#routeObjects?.table(this.#o.classPolicy.controller) ?? EMPTY_ROUTES;
+    this.#dirty.clear();
+    this.#syncSecretWatches(this.#table);
+    this.#stale = this.#computeStale();
+    this.#o.onTable?.(this.#table, this.secrets(), this.#routeTable);
+    this.#writer?.schedule();
+  }
+
+  #rebuildIngressTable(): void {
     const served = selectIngresses(
       this.#ingresses.set.items.values(),
       this.#classes.set.items.values(),
@@ -309,16 +354,11 @@ export class GatewayStore {
     );
     const table = new RouteTable(served);
     this.#served = served.filter((ing) => table.serves(ing));
-    this.#routeTable = this.#routeObjects?.table(this.#o.classPolicy.controller) ?? EMPTY_ROUTES;
-    this.#syncSecretWatches(table);
-    this.#stale = this.#computeStale();
     const before = this.#table;
     this.#table = table;
     if (before.routes !== table.routes || before.ingresses !== table.ingresses)
       this.#log.info('route table rebuilt', { ingresses: table.ingresses, routes: table.routes });
     this.#logConflicts(before, table);
-    this.#o.onTable?.(table, this.secrets(), this.#routeTable);
-    this.#writer?.schedule();
   }
 
   /**

@@ -32,6 +32,16 @@ function writer(o: { table: () => GatewayRouteTable; stale?: () => boolean; gate
     },
     controller: CONTROLLER,
     table: o.table,
+    statusOf: (kind, m) => {
+      const t = o.table();
+      const key = `${m.namespace}/${m.name}`;
+      const of = {
+        GatewayClass: t.classes().get(m.name),
+        Gateway: t.gateways().get(key),
+        HTTPRoute: t.routes().get(key),
+      };
+      return of[kind]?.status;
+    },
     stale: o.stale ?? (() => false),
     secretUsable: () => true,
     serviceAbsent: () => Promise.resolve(false),

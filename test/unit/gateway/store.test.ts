@@ -11,6 +11,7 @@ import { memoryLogger } from '../../harness/memory-logger.ts';
 import { rawIngress } from './ingress-fixtures.ts';
 import { selfSigned, tlsSecretObject } from '../../harness/tls-certs.ts';
 import { CLS, ING, openStore, put } from './store-fixtures.ts';
+import { gateway, gatewayClass, httpListener, route, svc } from '../routes/fixtures.ts';
 
 const SECRETS = (ns: string) => `/api/v1/namespaces/${ns}/secrets`;
 const pem = selfSigned('a.example.com');
@@ -215,5 +216,64 @@ test('--watch-namespace reads that namespace only; a Secret that is not kubernet
   assert.equal(store.table().lookup('web.com', '/')?.backend.name, 'web');
   assert.equal(store.table().tlsFor('web.com')?.secret, 'shop/opaque');
   assert.equal(store.secrets().size, 0);
+  await store.close();
+});
+
+test("a status write's echo rebuilds no table; a change rebuilds only the table of its objects", async () => {
+  const api = new FakeKubeApi();
+  seed(api, 2);
+  const GW = '/apis/gateway.networking.k8s.io/v1';
+  put(api, `${GW}/gatewayclasses`, gatewayClass());
+  put(api, `${GW}/gateways`, gateway([httpListener()]));
+  put(api, `${GW}/httproutes`, route('r', { hostnames: ['r.com'], rules: [{ backendRefs: [svc('r')] }] }));
+  put(api, '/api/v1/namespaces', { metadata: { name: 'shop', labels: { team: 'a' } } });
+  const clock = new FakeClock();
+  let rebuilt = 0;
+  const store = await openStore(api, clock, { gatewayApi: true, onTable: () => rebuilt++ });
+  await clock.advance(0);
+  await clock.advance(0);
+  const ingresses = store.table();
+  const routes = store.routeTable();
+  assert.equal(routes.routes().size, 1);
+  const settled = rebuilt;
+
+  await api.mergePatch('/apis/networking.k8s.io/v1/namespaces/shop/ingresses/ing-0/status', {
+    status: { loadBalancer: { ingress: [{ ip: '192.0.2.1' }] } },
+  });
+  const accepted = { conditions: [{ type: 'Accepted', status: 'True', reason: 'Accepted' }] };
+  await api.mergePatch(`${GW}/namespaces/shop/httproutes/r/status`, { status: { parents: [] } });
+  await api.mergePatch(`${GW}/gatewayclasses/outrigger/status`, { status: accepted });
+  // A Namespace change the route table does not read (not a label).
+  put(api, '/api/v1/namespaces', {
+    metadata: { name: 'shop', labels: { team: 'a' } },
+    status: { phase: 'x' },
+  });
+  await clock.advance(0);
+  assert.equal(rebuilt, settled, 'no rebuild for status-only changes');
+  assert.equal(store.table(), ingresses);
+  assert.equal(store.routeTable(), routes);
+  // The status writers compare with the status as last read, not the tables' copies.
+  assert.deepEqual(store.served().find((i) => i.metadata.name === 'ing-0')?.status?.addresses, ['192.0.2.1']);
+  assert.deepEqual(store.routeStatusOf('GatewayClass', { namespace: '', name: 'outrigger' }), accepted);
+
+  put(
+    api,
+    ING,
+    rawIngress({
+      name: 'ing-1',
+      namespace: 'shop',
+      rules: [{ host: 'new.com', paths: [{ path: '/', svc: 'n' }] }],
+    }),
+  );
+  await clock.advance(0);
+  assert.equal(rebuilt, settled + 1);
+  assert.notEqual(store.table(), ingresses);
+  assert.equal(store.routeTable(), routes, 'an Ingress change leaves the route table as it was');
+  const nowIngresses = store.table();
+  put(api, '/api/v1/namespaces', { metadata: { name: 'shop', labels: { team: 'b' } } });
+  await clock.advance(0);
+  assert.equal(rebuilt, settled + 2);
+  assert.notEqual(store.routeTable(), routes);
+  assert.equal(store.table(), nowIngresses, 'a label change leaves the Ingress table as it was');
   await store.close();
 });
