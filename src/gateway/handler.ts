@@ -155,6 +155,8 @@ export class IngressGatewayHandler implements GatewayHandler {
       ...decision,
       edit: (r) => action.editRequest(r),
       ...(action.editResponse ? { editResponse: action.editResponse } : {}),
+      ...(action.timeouts?.requestMs ? { requestTimeoutMs: action.timeouts.requestMs } : {}),
+      ...(action.timeouts?.backendRequestMs ? { attemptTimeoutMs: action.timeouts.backendRequestMs } : {}),
     };
   }
 

@@ -9,7 +9,7 @@ import {
   type Headers,
 } from '../routes/filters.ts';
 import type { RequestView } from '../routes/match.ts';
-import type { GatewayRouteTable, Scheme, Selected } from '../routes/table.ts';
+import type { GatewayRouteTable, RuleTimeouts, Scheme, Selected } from '../routes/table.ts';
 import type { ServiceBackend } from './table.ts';
 
 /**
@@ -28,6 +28,7 @@ export type HttpRouteAction =
       /** Applied to the upstream request (its headers already carry the gateway's X-Forwarded-*). */
       editRequest: (req: { url?: string | undefined; headers: Headers }) => void;
       editResponse: ((headers: OutgoingHttpHeaders) => void) | undefined;
+      timeouts: RuleTimeouts | undefined;
     };
 
 export function matchHttpRoute(
@@ -74,6 +75,7 @@ export function httpRouteAction(
   return {
     kind: 'forward',
     backend: chosen.target,
+    timeouts: selected.rule.timeouts,
     editRequest: (req) => {
       let path = line.path;
       for (const r of plan.rewrite) {

@@ -40,6 +40,13 @@ export interface ForwardPlan {
   budget?: { tryWithdraw(): boolean };
   /** Edits the upstream's response headers before they are written. */
   editResponse?: (headers: OutgoingHttpHeaders) => void;
+  /**
+   * How long the request may wait for a response's headers, over all its attempts (a route's
+   * `timeouts.request`): later attempts get what is left, and none starts once it is spent.
+   */
+  requestTimeoutMs?: number;
+  /** How long one attempt may wait for the response's headers (a route's `timeouts.backendRequest`). */
+  attemptTimeoutMs?: number;
 }
 
 export interface ForwardResult {
@@ -151,6 +158,7 @@ class ForwardCall implements AttemptSpec {
   emptyBody = false;
   readonly expectContinue: boolean;
   readonly editResponse: ((headers: OutgoingHttpHeaders) => void) | undefined;
+  responseTimeoutMs: number | undefined;
   readonly #client: UpstreamClient;
   readonly #req: IncomingMessage;
   readonly #res: ServerResponse;
@@ -168,6 +176,8 @@ class ForwardCall implements AttemptSpec {
   #last: AttemptResult | undefined;
   #status = 0;
   #continued = false;
+  /** performance.now() by which the response must have begun (requestTimeoutMs). */
+  readonly #deadline: number | undefined;
 
   constructor(
     client: UpstreamClient,
@@ -187,6 +197,9 @@ class ForwardCall implements AttemptSpec {
     this.path = req.url ?? '/';
     this.headers = req.headers;
     this.editResponse = plan.editResponse;
+    this.responseTimeoutMs = plan.attemptTimeoutMs;
+    this.#deadline =
+      plan.requestTimeoutMs === undefined ? undefined : performance.now() + plan.requestTimeoutMs;
     const framing = requestFraming(req).kind;
     this.#bodiless = framing === 'none';
     this.chunked = framing === 'chunked';
@@ -213,6 +226,11 @@ class ForwardCall implements AttemptSpec {
     const tried = this.#triedSet();
     const up = plan.next(tried);
     if (!up) return this.#exhausted();
+    if (this.#deadline !== undefined) {
+      const left = Math.floor(this.#deadline - performance.now());
+      if (left <= 0) return this.#fail('upstream_timeout', `no response within the route's request timeout`);
+      this.responseTimeoutMs = Math.min(left, plan.attemptTimeoutMs ?? left);
+    }
     if (this.#attempt > 0) {
       // A status retry was paid for when it was decided; a connect retry is paid for here.
       if (this.#last?.kind !== 'retry_status' && !this.#withdraw()) return this.#exhausted();

@@ -40,6 +40,8 @@ export class ResponseWriter implements Dispatcher.DispatchHandler {
   readonly #o: UpstreamClientOptions;
   /** Runs only while the client is not reading (undici's body timer is off while paused). */
   #stalled: Timer | undefined;
+  /** The route's response timeout (spec.responseTimeoutMs), until the response or another outcome. */
+  #deadline: Timer | undefined;
   #controller: Dispatcher.DispatchController | undefined;
   #settled = false;
   #started = false;
@@ -51,6 +53,16 @@ export class ResponseWriter implements Dispatcher.DispatchHandler {
     this.#spec = spec;
     this.#o = o;
     res.on('close', this.#onClientClose);
+    const ms = spec.responseTimeoutMs;
+    if (ms !== undefined) this.#deadline = o.clock.setTimer(ms, () => this.#timedOut(ms));
+  }
+
+  #timedOut(ms: number): void {
+    this.#deadline = undefined;
+    if (this.#settled) return;
+    // Settled first: the abort reports an error of its own, which would be taken for the outcome.
+    this.#done({ kind: 'timeout', message: `no response within the route's timeout (${ms} ms)` });
+    this.#controller?.abort(new Error(`no response within the route's ${ms} ms`));
   }
 
   /**
@@ -97,6 +109,7 @@ export class ResponseWriter implements Dispatcher.DispatchHandler {
   #done(r: AttemptResult): void {
     if (this.#settled) return;
     this.#settled = true;
+    this.#deadline?.cancel();
     if (r.kind !== 'response') this.#res.off('close', this.#onClientClose);
     this.#spec.settled(r);
   }

@@ -94,6 +94,11 @@ export interface AttemptSpec {
   finished(): void;
   /** Edits the response headers before they are written (a route's ResponseHeaderModifier). */
   readonly editResponse?: ((headers: OutgoingHttpHeaders) => void) | undefined;
+  /**
+   * A route's limit on this attempt's wait for the response's headers, kept by the writer's own
+   * timer: undici's timers tick about once a second, too coarse for a 500 ms route timeout.
+   */
+  readonly responseTimeoutMs?: number | undefined;
 }
 
 export class UpstreamClient {

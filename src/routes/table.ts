@@ -1,4 +1,5 @@
 import { granted, resolveBackend, type RouteBackend, type ServiceTarget } from './backends.ts';
+import { parseDuration } from './duration.ts';
 import { intersect, lookupKeys } from './hostnames.ts';
 import { compareRanks, compileMatch, type CompiledMatch, type RequestView } from './match.ts';
 import {
@@ -38,7 +39,14 @@ export interface CompiledRule {
   index: number;
   filters: Filter[];
   backends: RouteBackend[];
-  timeouts?: HTTPRouteRule['timeouts'];
+  /** From the rule's `timeouts`; absent or 0 means none. */
+  timeouts?: RuleTimeouts;
+}
+
+/** A rule's timeouts in ms: the whole request, and each attempt to a backend. */
+export interface RuleTimeouts {
+  requestMs?: number;
+  backendRequestMs?: number;
 }
 
 export interface Selected {
@@ -395,13 +403,15 @@ export class GatewayRouteTable {
       );
       if (badFilter) return { unsupported: `rule ${index}: filter ${badFilter.type} is not supported` };
       const backends = r.backendRefs.map((b) => resolveBackend(b, route.metadata.namespace, this.#grants));
+      const timeouts = compileTimeouts(r.timeouts);
+      if ('unsupported' in timeouts) return { unsupported: `rule ${index}: ${timeouts.unsupported}` };
       rules.push({
         rule: {
           route: key,
           index,
           filters: r.filters,
           backends,
-          ...(r.timeouts ? { timeouts: r.timeouts } : {}),
+          ...(timeouts.requestMs || timeouts.backendRequestMs ? { timeouts } : {}),
         },
         matches,
       });
@@ -438,6 +448,22 @@ export class GatewayRouteTable {
       }
     }
   }
+}
+
+function compileTimeouts(t: HTTPRouteRule['timeouts']): RuleTimeouts | { unsupported: string } {
+  const out: RuleTimeouts = {};
+  for (const [field, key] of [
+    ['request', 'requestMs'],
+    ['backendRequest', 'backendRequestMs'],
+  ] as const) {
+    const text = t?.[field];
+    if (text === undefined) continue;
+    const ms = parseDuration(text);
+    if (ms === undefined)
+      return { unsupported: `timeouts.${field} ${JSON.stringify(text)} is not a duration` };
+    if (ms > 0) out[key] = ms;
+  }
+  return out;
 }
 
 /** The filters the gateway applies; any other makes the route UnsupportedValue. */

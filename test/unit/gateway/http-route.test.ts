@@ -64,8 +64,17 @@ const to = (name: string, weight?: number) => ({
   ...(weight === undefined ? {} : { weight }),
 });
 
+/** Reads the request and never answers. */
+async function silentBackend(): Promise<number> {
+  const s = createServer((req) => req.resume());
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  servers.push(s);
+  return (s.address() as AddressInfo).port;
+}
+
 before(async () => {
   for (const n of ['v1', 'v2', 'legacy']) service(n, await backend(n));
+  service('silent', await silentBackend());
   put(`${GW}/gatewayclasses`, {
     kind: 'GatewayClass',
     metadata: { name: 'outrigger' },
@@ -162,6 +171,26 @@ before(async () => {
         { matches: [{ path: { type: 'PathPrefix', value: '/zero' } }], backendRefs: [to('v1', 0)] },
       ],
     }),
+    httpRoute('timed', {
+      hostnames: ['timed.example.com'],
+      rules: [
+        {
+          matches: [{ path: { type: 'Exact', value: '/request' } }],
+          timeouts: { request: '100ms' },
+          backendRefs: [to('silent')],
+        },
+        {
+          matches: [{ path: { type: 'Exact', value: '/attempt' } }],
+          timeouts: { request: '1h', backendRequest: '100ms' },
+          backendRefs: [to('silent')],
+        },
+        {
+          matches: [{ path: { type: 'Exact', value: '/fast' } }],
+          timeouts: { request: '1h' },
+          backendRefs: [to('v1')],
+        },
+      ],
+    }),
     httpRoute('secure', {
       parentRefs: [{ name: 'edge', namespace: 'infra', sectionName: 'https' }],
       rules: [{ backendRefs: [to('v2')] }],
@@ -192,13 +221,16 @@ before(async () => {
       tuning: { discoveryWaitMs: 2_000 },
     },
   );
-  for (let i = 0; i < 100 && gateway.resolver.status().subscriptions < 3; i++)
+  for (let i = 0; i < 100 && gateway.resolver.status().subscriptions < 4; i++)
     await new Promise((r) => setTimeout(r, 10));
 });
 
 after(async () => {
   await gateway.close();
-  for (const s of servers) s.close();
+  for (const s of servers) {
+    s.closeAllConnections();
+    s.close();
+  }
 });
 
 function get(host: string, path: string, headers: Record<string, string> = {}) {
@@ -254,6 +286,14 @@ test('a missing Service or weights of 0 are 500 route_backend_invalid; no match 
   assert.deepEqual([miss.status, miss.headers['x-outrigger-error']], [404, 'no_route']);
 });
 
+test("a rule's request and backendRequest timeouts answer 504 when the backend is silent", async () => {
+  for (const path of ['/request', '/attempt']) {
+    const r = await get('timed.example.com', path);
+    assert.deepEqual([r.status, r.headers['x-outrigger-error']], [504, 'upstream_timeout'], path);
+  }
+  assert.equal((await get('timed.example.com', '/fast')).body, 'v1 GET /fast');
+});
+
 test('a host no HTTPRoute serves still reaches its Ingress', async () => {
   assert.equal((await get('legacy.example.com', '/a')).body, 'legacy GET /a');
 });
@@ -263,7 +303,7 @@ test('HTTPS: the listener certificate by SNI, and routes attached to the HTTPS l
   assert.equal(await httpsBody(port, '/s', 'secure.example.com', { ca: pem.cert }), 'v2 GET /s');
   assert.equal((await get('secure.example.com', '/s')).status, 404, 'not attached to the HTTP listener');
   const status = gateway.store.status();
-  assert.deepEqual([status.gateways, status.httpRoutes], [1, 3]);
+  assert.deepEqual([status.gateways, status.httpRoutes], [1, 4]);
 });
 
 test('status: GatewayClass and Gateway accepted, listeners count routes, routes name a missing backend; no rewrite of the same', async () => {
@@ -286,7 +326,7 @@ test('status: GatewayClass and Gateway accepted, listeners count routes, routes 
   assert.deepEqual(
     (gw.listeners as { name: string; attachedRoutes: number }[]).map((l) => [l.name, l.attachedRoutes]),
     [
-      ['http', 2],
+      ['http', 3],
       ['https', 1],
       ['broken', 0],
     ],

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { parseDuration } from '../../../src/routes/duration.ts';
 import { slimReferenceGrant } from '../../../src/routes/objects.ts';
-import { grant, httpListener, pick, route, svc, tableOf } from './fixtures.ts';
+import { grant, httpListener, pick, req, route, svc, tableOf } from './fixtures.ts';
 
 const backend = [svc('web')];
 
@@ -193,9 +194,10 @@ test('unsupported values reject the whole route with UnsupportedValue; nothing o
     route('mirror', {
       rules: [{ filters: [{ type: 'RequestMirror', requestMirror: {} }], backendRefs: backend }],
     }),
+    route('timeout', { rules: [{ timeouts: { request: '1.5s' }, backendRefs: backend }] }),
   ]);
   assert.equal(pick(t, 'x', '/ok'), undefined);
-  for (const r of ['shop/regex', 'shop/mirror']) {
+  for (const r of ['shop/regex', 'shop/mirror', 'shop/timeout']) {
     const c = t.routeStatus().get(r)![0]!.conditions[0]!;
     assert.deepEqual([c.status, c.reason], ['False', 'UnsupportedValue'], r);
   }
@@ -343,4 +345,32 @@ test('every granted certificate is read, also when another listener serves its h
   const t = tableOf([], [https('first', 'a'), https('second', 'b')]);
   assert.equal(t.tlsFor('any.example.com'), 'infra/a');
   assert.deepEqual([...t.tlsSecrets()].sort(), ['infra/a', 'infra/b']);
+});
+
+test('rule timeouts in milliseconds; 0s is none', () => {
+  const t = tableOf([
+    route('a', {
+      hostnames: ['a'],
+      rules: [{ timeouts: { request: '1m30s', backendRequest: '500ms' }, backendRefs: backend }],
+    }),
+    route('b', { hostnames: ['b'], rules: [{ timeouts: { request: '0s' }, backendRefs: backend }] }),
+  ]);
+  assert.deepEqual(t.lookup('http', 'a', req('/'))?.rule.timeouts, {
+    requestMs: 90_000,
+    backendRequestMs: 500,
+  });
+  assert.equal(t.lookup('http', 'b', req('/'))?.rule.timeouts, undefined);
+});
+
+test('durations as Gateway API writes them', () => {
+  const ok: [string, number][] = [
+    ['10s', 10_000],
+    ['500ms', 500],
+    ['1h30m', 5_400_000],
+    ['1h1m1s1ms', 3_661_001],
+    ['0s', 0],
+  ];
+  for (const [text, ms] of ok) assert.equal(parseDuration(text), ms, text);
+  for (const bad of ['', '1.5s', '10', '-1s', '1d', '123456s', '1s1s1s1s1s', '1 s'])
+    assert.equal(parseDuration(bad), undefined, bad);
 });
