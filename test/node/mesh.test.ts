@@ -48,6 +48,8 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
   let ns: string;
   let other: string;
   let caDir: string;
+  /** A pod whose sidecar's token lives 600 s (the API's minimum), so the kubelet renews it here. */
+  let rotor: { created: number };
   const kubectl = (args: string[], opts?: { allowFail?: boolean; input?: string }) =>
     c.kubectl(args, { timeoutMs: 120_000, ...opts });
 
@@ -94,6 +96,72 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
       { allowFail },
     );
 
+  /**
+   * The rotor pod: the webhook's own injection (a server-side dry run), with the sidecar token's
+   * expirationSeconds cut from the injected 3600 to 600, so that the kubelet renews it at 80 %
+   * (480 s) within the run; the same kubelet code path renews the injected token at 2880 s. The
+   * webhook leaves the edited pod alone: it is already injected.
+   */
+  async function createRotor(): Promise<{ created: number }> {
+    const pod = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'rotor', namespace: ns, labels: { app: 'rotor' } },
+      spec: {
+        terminationGracePeriodSeconds: 5,
+        containers: [
+          {
+            name: 'app',
+            image: c.node.images.busybox,
+            imagePullPolicy: 'Never',
+            command: ['sh', '-c', 'trap "exit 0" TERM; while true; do sleep 1; done'],
+          },
+        ],
+      },
+    };
+    const dry = await kubectl(['create', '--dry-run=server', '-o', 'json', '-f', '-'], {
+      input: JSON.stringify(pod),
+    });
+    const injected = JSON.parse(dry.stdout) as {
+      metadata: Record<string, unknown>;
+      spec: { volumes: { name: string; projected?: { sources: { serviceAccountToken?: object }[] } }[] };
+      status?: unknown;
+    };
+    const token = injected.spec.volumes
+      .find((v) => v.name === 'outrigger-token')
+      ?.projected?.sources.find((x) => x.serviceAccountToken)?.serviceAccountToken as
+      { expirationSeconds: number } | undefined;
+    assert.equal(token?.expirationSeconds, 3600, JSON.stringify(injected.spec.volumes));
+    token.expirationSeconds = 600;
+    for (const k of ['uid', 'resourceVersion', 'creationTimestamp', 'managedFields'])
+      delete injected.metadata[k];
+    delete injected.status;
+    const created = Date.now();
+    await kubectl(['create', '-f', '-'], { input: JSON.stringify(injected) });
+    return { created };
+  }
+
+  /** The sidecar's /debug/discovery, answered on loopback only: from inside the pod's network namespace. */
+  async function sidecarDiscovery(uid: string): Promise<{
+    ready: boolean;
+    counters: { indexedServices: number; unauthorizedRetries: number; tokenExpiresAtMs?: number };
+  }> {
+    const app = podProcesses(c.node.cgroup, uid).find((p) => p.cmdline.startsWith('sh -c trap'));
+    assert.ok(app, 'the pod runs');
+    const r = await run('nsenter', [
+      '-t',
+      String(app.pid),
+      '-n',
+      '--',
+      'curl',
+      '-sS',
+      '--max-time',
+      '5',
+      'http://127.0.0.1:7402/debug/discovery',
+    ]);
+    return JSON.parse(r.stdout) as Awaited<ReturnType<typeof sidecarDiscovery>>;
+  }
+
   before(async () => {
     c = await startNodeCluster();
     await c.importImage(archive);
@@ -119,6 +187,8 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
     for (const d of ['outrigger-webhook', 'outrigger-identity'])
       await kubectl(['-n', 'outrigger-system', 'rollout', 'status', `deploy/${d}`, '--timeout=180s'], {});
     await kubectl(['apply', '-f', '-'], { input: workloads(ns, c.node.images.busybox) });
+    // First of all, so that its token's lifetime runs while the other tests do.
+    rotor = await createRotor();
     for (const d of ['web', 'legacy', 'client'])
       await kubectl(['-n', ns, 'rollout', 'status', `deploy/${d}`, '--timeout=180s']);
   });
@@ -349,11 +419,12 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
       [
         ['client', 'yes', version, false],
         ['legacy', 'yes', version, false],
+        ['rotor', 'yes', version, false],
         ['web', 'yes', version, false],
       ],
     );
     const text = await cli(['status', '-A', ...kc]);
-    assert.match(text.stdout, /3 sidecar\(s\), 3 ready, 0 on another version/);
+    assert.match(text.stdout, /4 sidecar\(s\), 4 ready, 0 on another version/);
     const v = await cli(['version', ...kc]);
     assert.match(
       v.stdout,
@@ -454,6 +525,38 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
     assert.ok(restarted, 'a new sidecar process answered');
     assert.match(logs, /snapshot loaded; serving it as stale/);
     assert.match(logs, /using the stored identity/);
+  });
+
+  test("the kubelet renews the sidecar's projected token; the sidecar reads the new one before the old expires", async () => {
+    const pod = await podOf('rotor');
+    const first = (await sidecarDiscovery(pod.metadata.uid)).counters.tokenExpiresAtMs ?? 0;
+    assert.ok(first > rotor.created && first <= rotor.created + 620_000, `a 600 s token: exp ${first}`);
+    // The kubelet renews at 80 % of the lifetime plus up to 10 s of jitter, and writes the projected
+    // volume at its next pod sync (every 60 s): by 80 % + 70 s.
+    const deadline = rotor.created + 480_000 + 90_000;
+    let seen = first;
+    while (seen === first && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 5_000));
+      seen = (await sidecarDiscovery(pod.metadata.uid)).counters.tokenExpiresAtMs ?? first;
+    }
+    assert.ok(seen > first, `renewed within ${(deadline - rotor.created) / 1000} s of the pod's start`);
+    // Past the old token's expiry (and the API server's one-minute leeway), every connection is new:
+    // relists and watches authenticate with what the sidecar holds now.
+    await new Promise((r) => setTimeout(r, Math.max(0, first + 65_000 - Date.now())));
+    const before = await sidecarDiscovery(pod.metadata.uid);
+    await c.cluster.apiserverStop();
+    await c.cluster.apiserverStart();
+    // A Service created now reaches the sidecar only through a watch or list opened after the restart.
+    await kubectl(['-n', ns, 'create', 'service', 'clusterip', 'after-rotation', '--tcp=80:8080']);
+    let after = before;
+    for (let i = 0; i < 60 && after.counters.indexedServices <= before.counters.indexedServices; i++) {
+      await new Promise((r) => setTimeout(r, 1_000));
+      after = await sidecarDiscovery(pod.metadata.uid);
+    }
+    assert.equal(after.counters.indexedServices, before.counters.indexedServices + 1, JSON.stringify(after));
+    assert.equal(after.counters.unauthorizedRetries, 0, 'never sent the expired token');
+    const logs = (await kubectl(['-n', ns, 'logs', pod.metadata.name, '-c', 'outrigger-proxy'])).stdout;
+    assert.match(logs, /service-account token rotated/);
   });
 });
 
