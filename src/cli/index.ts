@@ -1,4 +1,4 @@
-import { Command } from 'commander';
+import { Command, type Option } from 'commander';
 import { identityCommand } from './identity.ts';
 import { unknownEnv } from '../config/load.ts';
 import { createLogger } from '../shared/log.ts';
@@ -58,8 +58,25 @@ export function buildCli(): Command {
   return program;
 }
 
-/** addCommand() copies no settings to subcommands: give each the same error handling. */
+/**
+ * One notation in every command's help: the options defined by a table carry it in their
+ * description already (see optionHelp); commander's own choices, env and default are written the
+ * same way, `(one of a, b; env X; default: V)`, instead of commander's `(default: V, env: X)`.
+ */
+export function optionDescription(o: Option): string {
+  const parts = [
+    ...(o.argChoices ? [`one of ${o.argChoices.join(', ')}`] : []),
+    ...(o.envVar ? [`env ${o.envVar}`] : []),
+    ...(o.defaultValue !== undefined && (o.required || o.optional || typeof o.defaultValue === 'boolean')
+      ? [`default: ${o.defaultValueDescription ?? JSON.stringify(o.defaultValue)}`]
+      : []),
+  ];
+  return parts.length > 0 ? `${o.description} (${parts.join('; ')})` : o.description;
+}
+
+/** addCommand() copies no settings to subcommands: give each the same help and error handling. */
 function applyConventions(cmd: Command): void {
+  cmd.configureHelp({ optionDescription });
   cmd.showHelpAfterError('(run with --help for usage)').exitOverride((err) => {
     if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') process.exit(0);
     // commander's own errors are usage errors: status 2, like an invalid value of ours.

@@ -1,0 +1,27 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { Command } from 'commander';
+import { buildCli } from '../../../src/cli/index.ts';
+
+const all = (c: Command): Command[] => [c, ...c.commands.flatMap(all)];
+
+test("every command's help writes choices, env and default in one notation", () => {
+  for (const cmd of all(buildCli())) {
+    const help = cmd.helpInformation().replace(/\s+/g, ' ');
+    assert.doesNotMatch(help, /, env: |\(env: |choices: /, `${cmd.name()}: commander's notation`);
+    for (const o of cmd.options) {
+      if (o.envVar) assert.ok(help.includes(`env ${o.envVar}`), `${cmd.name()} ${o.flags}: env ${o.envVar}`);
+    }
+  }
+});
+
+test('a commander option with env and default reads like a table option', () => {
+  const listen = buildCli()
+    .commands.find((c) => c.name() === 'identity')!
+    .options.find((o) => o.long === '--listen')!;
+  const line = buildCli()
+    .commands.find((c) => c.name() === 'identity')!
+    .createHelp()
+    .optionDescription(listen);
+  assert.equal(line, 'HTTPS listen address (env OUTRIGGER_IDENTITY_LISTEN; default: ":8443")');
+});
