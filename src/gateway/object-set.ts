@@ -1,19 +1,19 @@
 import type { ReflectorSink } from '../discovery/reflector.ts';
 
 /**
- * One collection the gateway reads (Ingresses, IngressClasses, one TLS Secret), as a reflector
- * delivers it, under the last-known-good rules: only a complete list replaces the set (the only
- * time absence means deletion), watch events patch it, and a failure removes nothing — it marks
- * the set stale. slim() returning undefined means "not an object we keep" (a Secret that is not of
- * type kubernetes.io/tls): it is treated like a deletion of that key.
- */
-/**
  * What a change touched: `data` what a table is built from, `state` only listed/failure (staleness),
  * `status` only an object's status or resourceVersion (a status write's own echo), which no table
  * reads.
  */
 export type SetChange = 'data' | 'state' | 'status';
 
+/**
+ * One collection the gateway reads (Ingresses, IngressClasses, one TLS Secret), as a reflector
+ * delivers it, under the last-known-good rules: only a complete list replaces the set (the only
+ * time absence means deletion), watch events patch it, and a failure removes nothing — it marks
+ * the set stale. slim() returning undefined means "not an object we keep" (a Secret that is not of
+ * type kubernetes.io/tls): it is treated like a deletion of that key.
+ */
 export class ObjectSet<T extends object> implements ReflectorSink {
   readonly items = new Map<string, T>();
   /** A complete list has been applied (or the set was loaded from a snapshot). */
