@@ -46,7 +46,7 @@ export function createIngress(
       })
     : c.upstream;
   const appForwarder = mesh
-    ? new Forwarder({ client: appUpstream, idleTimeoutMs: config.idleTimeoutMs })
+    ? new Forwarder({ client: appUpstream, clock, idleTimeoutMs: config.idleTimeoutMs })
     : c.forwarder;
   const appHost = deps.hosts?.app ?? '127.0.0.1';
   const common = {

@@ -38,6 +38,6 @@ export function createUpstream(
     idleTimeoutMs: config.idleTimeoutMs,
     ...(deps.dial ? { dial: deps.dial } : {}),
   });
-  const forwarder = new Forwarder({ client: upstream, idleTimeoutMs: config.idleTimeoutMs });
+  const forwarder = new Forwarder({ client: upstream, clock, idleTimeoutMs: config.idleTimeoutMs });
   return { balancers, upstream, forwarder };
 }

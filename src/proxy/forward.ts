@@ -4,6 +4,7 @@ import './http-proxy-shim.ts';
 import httpProxy from 'http-proxy';
 import type { AttemptFeedback } from '../balance/balancer.ts';
 import { errorMessage } from '../shared/errors.ts';
+import type { Clock } from '../shared/clock.ts';
 import { BodyReplay } from './body-replay.ts';
 import { expectsContinue, IDEMPOTENT, requestFraming } from './headers.ts';
 import type { Hop } from './observer.ts';
@@ -57,18 +58,22 @@ export interface ForwardResult {
 
 export interface ForwarderOptions {
   client: UpstreamClient;
+  /** For route timeouts. */
+  clock: Clock;
   /** An upgraded tunnel without a byte either way for this long is closed. */
   idleTimeoutMs: number;
 }
 
 export class Forwarder {
   readonly #client: UpstreamClient;
+  readonly #clock: Clock;
   // toProxy: the request target goes upstream as the client sent it, not re-parsed by the
   // deprecated url.parse() (whose deprecation check walks the stack on every call).
   readonly #proxy = httpProxy.createProxyServer({ xfwd: false, ws: true, toProxy: true });
 
   constructor(o: ForwarderOptions) {
     this.#client = o.client;
+    this.#clock = o.clock;
     // http-proxy pipes upgraded sockets but never passes on a close without FIN: tie them. It
     // also clears the client socket's timeout (setupSocket), so the idle timeout is set here.
     this.#proxy.on('proxyReqWs', (proxyReq, _req, socket) => {
@@ -133,7 +138,7 @@ export class Forwarder {
    */
   forward(req: IncomingMessage, res: ServerResponse, plan: ForwardPlan, hop: Hop): Promise<ForwardResult> {
     return new Promise((resolve) => {
-      const call = new ForwardCall(this.#client, req, res, plan, hop, resolve);
+      const call = new ForwardCall(this.#client, this.#clock, req, res, plan, hop, resolve);
       // A body in the same packet as the headers is parsed after this handler returns; a malformed
       // one destroys the connection then. Waiting for that keeps its request from the upstream
       // (undici writes the request head at once, Node's client only with the first body bytes).
@@ -160,6 +165,7 @@ class ForwardCall implements AttemptSpec {
   readonly editResponse: ((headers: OutgoingHttpHeaders) => void) | undefined;
   responseTimeoutMs: number | undefined;
   readonly #client: UpstreamClient;
+  readonly #clock: Clock;
   readonly #req: IncomingMessage;
   readonly #res: ServerResponse;
   readonly #plan: ForwardPlan;
@@ -176,11 +182,12 @@ class ForwardCall implements AttemptSpec {
   #last: AttemptResult | undefined;
   #status = 0;
   #continued = false;
-  /** performance.now() by which the response must have begun (requestTimeoutMs). */
+  /** The clock's time by which the response must have begun (requestTimeoutMs). */
   readonly #deadline: number | undefined;
 
   constructor(
     client: UpstreamClient,
+    clock: Clock,
     req: IncomingMessage,
     res: ServerResponse,
     plan: ForwardPlan,
@@ -188,6 +195,7 @@ class ForwardCall implements AttemptSpec {
     resolve: (r: ForwardResult) => void,
   ) {
     this.#client = client;
+    this.#clock = clock;
     this.#req = req;
     this.#res = res;
     this.#plan = plan;
@@ -198,8 +206,7 @@ class ForwardCall implements AttemptSpec {
     this.headers = req.headers;
     this.editResponse = plan.editResponse;
     this.responseTimeoutMs = plan.attemptTimeoutMs;
-    this.#deadline =
-      plan.requestTimeoutMs === undefined ? undefined : performance.now() + plan.requestTimeoutMs;
+    this.#deadline = plan.requestTimeoutMs === undefined ? undefined : clock.now() + plan.requestTimeoutMs;
     const framing = requestFraming(req).kind;
     this.#bodiless = framing === 'none';
     this.chunked = framing === 'chunked';
@@ -227,7 +234,7 @@ class ForwardCall implements AttemptSpec {
     const up = plan.next(tried);
     if (!up) return this.#exhausted();
     if (this.#deadline !== undefined) {
-      const left = Math.floor(this.#deadline - performance.now());
+      const left = Math.floor(this.#deadline - this.#clock.now());
       if (left <= 0) return this.#fail('upstream_timeout', `no response within the route's request timeout`);
       this.responseTimeoutMs = Math.min(left, plan.attemptTimeoutMs ?? left);
     }
