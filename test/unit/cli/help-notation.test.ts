@@ -25,3 +25,14 @@ test('a commander option with env and default reads like a table option', () => 
     .optionDescription(listen);
   assert.equal(line, 'HTTPS listen address (env OUTRIGGER_IDENTITY_LISTEN; default: ":8443")');
 });
+
+test('every option of a command that runs in a pod has an OUTRIGGER_* variable, as the README says', () => {
+  const inPod = new Set(['proxy', 'gateway', 'webhook', 'identity']);
+  const commands = buildCli().commands.filter((c) => inPod.has(c.name()));
+  assert.equal(commands.length, inPod.size);
+  for (const cmd of commands) {
+    const help = cmd.createHelp();
+    for (const o of cmd.options.filter((x) => x.long !== '--help'))
+      assert.match(help.optionDescription(o), /env OUTRIGGER_[A-Z_]+/, `${cmd.name()} ${o.flags}`);
+  }
+});
