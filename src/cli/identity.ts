@@ -121,7 +121,10 @@ export function identityCommand(): Command {
       ).default(false),
     )
     .addOption(
-      new Option('--kubeconfig <path>', 'out-of-cluster API access (default: in-cluster)').env('KUBECONFIG'),
+      new Option(
+        '--kubeconfig <path>',
+        'out-of-cluster API access (default: $KUBECONFIG, else in-cluster)',
+      ).env('OUTRIGGER_KUBECONFIG'),
     )
     .addOption(
       env(
@@ -151,6 +154,7 @@ export function identityCommand(): Command {
           flags.trustBundleNamespaces,
           'expected a label selector such as outrigger.dev/injection=enabled, or "" for none',
         );
+      const kubeconfig = flags.kubeconfig ?? (process.env.KUBECONFIG || undefined);
       const ttlMs = parseTtl('--cert-ttl', flags.certTtl);
       const delay = Number(flags.shutdownDelaySeconds);
       if (!Number.isInteger(delay) || delay < 0 || delay > 300)
@@ -182,7 +186,7 @@ export function identityCommand(): Command {
           ttlMs,
           servingNames,
           requireBoundPod: !flags.allowUnboundTokens,
-          ...(flags.kubeconfig ? { kubeconfig: flags.kubeconfig } : {}),
+          ...(kubeconfig ? { kubeconfig } : {}),
           tokenDir: flags.tokenDir,
           ...(admin ? { admin } : {}),
           ...(bundleNamespaces ? { bundleNamespaces } : {}),

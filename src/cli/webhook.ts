@@ -45,7 +45,7 @@ export function webhookCommand(): Command {
     )
     .addOption(
       new Option('--webhook-namespace <ns>', "the webhook's own namespace, never injected").env(
-        'POD_NAMESPACE',
+        'OUTRIGGER_POD_NAMESPACE',
       ),
     )
     .addOption(
@@ -71,9 +71,19 @@ export function webhookCommand(): Command {
       port,
       certFile: flags.tlsCert,
       keyFile: flags.tlsKey,
-      settings: injectorSettings(defaults, flags.webhookNamespace),
+      settings: injectorSettings(defaults, flags.webhookNamespace ?? legacyPodNamespace()),
       logLevel: defaults.logLevel as LogLevel,
       shutdownDelaySeconds: delay,
     });
   });
+}
+
+/** POD_NAMESPACE, the variable's name before 0.2: still read, with a warning, for one release. */
+function legacyPodNamespace(): string | undefined {
+  const ns = process.env.POD_NAMESPACE;
+  if (ns)
+    process.stderr.write(
+      'outrigger webhook: warning: POD_NAMESPACE is deprecated; set OUTRIGGER_POD_NAMESPACE (outrigger install does)\n',
+    );
+  return ns || undefined;
 }

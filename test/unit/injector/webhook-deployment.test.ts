@@ -50,7 +50,7 @@ test(
     assert.notDeepEqual(args, c.args, 'the manifest listens on 0.0.0.0:8443');
     const env: Record<string, string> = {
       PATH: process.env.PATH ?? '',
-      POD_NAMESPACE: 'outrigger-system',
+      OUTRIGGER_POD_NAMESPACE: 'outrigger-system',
       OUTRIGGER_WEBHOOK_TLS_CERT: path.join(secret, 'tls.crt'),
       OUTRIGGER_WEBHOOK_TLS_KEY: path.join(secret, 'tls.key'),
       OUTRIGGER_WEBHOOK_SHUTDOWN_DELAY_SECONDS: '0',
