@@ -79,10 +79,13 @@ export function webhookCommand(): Command {
 }
 
 /** POD_NAMESPACE, the variable's name before 0.2: still read, with a warning, for one release. */
-function legacyPodNamespace(): string | undefined {
-  const ns = process.env.POD_NAMESPACE;
+export function legacyPodNamespace(
+  env: Record<string, string | undefined> = process.env,
+  warn = (line: string): unknown => process.stderr.write(line),
+): string | undefined {
+  const ns = env.POD_NAMESPACE;
   if (ns)
-    process.stderr.write(
+    warn(
       'outrigger webhook: warning: POD_NAMESPACE is deprecated; set OUTRIGGER_POD_NAMESPACE (outrigger install does)\n',
     );
   return ns || undefined;

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Command } from 'commander';
 import { buildCli } from '../../../src/cli/index.ts';
+import { legacyPodNamespace } from '../../../src/cli/webhook.ts';
 
 const all = (c: Command): Command[] => [c, ...c.commands.flatMap(all)];
 
@@ -35,4 +36,18 @@ test('every option of a command that runs in a pod has an OUTRIGGER_* variable, 
     for (const o of cmd.options.filter((x) => x.long !== '--help'))
       assert.match(help.optionDescription(o), /env OUTRIGGER_[A-Z_]+/, `${cmd.name()} ${o.flags}`);
   }
+});
+
+test("the webhook still reads its namespace from POD_NAMESPACE, the variable's old name, with a warning", () => {
+  const lines: string[] = [];
+  assert.equal(
+    legacyPodNamespace({ POD_NAMESPACE: 'mesh' }, (l) => lines.push(l)),
+    'mesh',
+  );
+  assert.match(lines.join(''), /POD_NAMESPACE is deprecated; set OUTRIGGER_POD_NAMESPACE/);
+  assert.equal(
+    legacyPodNamespace({}, (l) => lines.push(l)),
+    undefined,
+  );
+  assert.equal(lines.length, 1);
 });
