@@ -6,12 +6,15 @@
 // then a fixed rate (--rps per client; p50/p99 from h2load's per-request log). h2load checks only :status, so each target is first
 // checked for grpc-status 0 with one call of our own.
 //   node scripts/bench/grpc.ts [--seconds 8] [--clients 10] [--streams 10] [--rate 1000]
+//        [--semi-space MB] [--profile DIR]   (--profile: Outrigger's closed loop only, under
+//        --cpu-prof, and its top frames per call)
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, createServer, type IncomingHttpHeaders } from 'node:http2';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { serviceYaml } from '../../test/harness/tracing-relay.ts';
+import { summarize, type CpuProfile } from './cpuprofile.ts';
 
 const args = process.argv.slice(2);
 const flag = (name: string, def: number): number => {
@@ -22,6 +25,8 @@ const SECONDS = flag('--seconds', 8);
 const CLIENTS = flag('--clients', 10);
 const STREAMS = flag('--streams', 10);
 const RATE = flag('--rate', 1000);
+const SEMI_SPACE = flag('--semi-space', 4);
+const PROFILE = args.includes('--profile') ? args[args.indexOf('--profile') + 1] : undefined;
 const BACKEND = 18180;
 const HAPROXY = 18181;
 const OUTRIGGER = { egress: 18182, ingress: 18183, admin: 18184 };
@@ -89,8 +94,9 @@ async function main(): Promise<void> {
 
   const source = path.join(dir, 'services.yaml');
   writeFileSync(source, serviceYaml('rpc', 'bench', BACKEND, '10.96.0.61'));
-  launch(process.execPath, [
-    '--max-semi-space-size=4',
+  const outrigger = launch(process.execPath, [
+    ...(PROFILE ? ['--cpu-prof', '--cpu-prof-dir', PROFILE] : []),
+    `--max-semi-space-size=${SEMI_SPACE}`,
     path.join(root, 'src/main.ts'),
     'proxy',
     '--source',
@@ -114,6 +120,7 @@ async function main(): Promise<void> {
     { name: 'haproxy 2.6 h2c, 1 thread', port: HAPROXY, authority: `127.0.0.1:${HAPROXY}` },
     { name: 'outrigger 1 hop (egress)', port: OUTRIGGER.egress, authority: 'rpc.bench' },
   ];
+  if (PROFILE) return profileOutrigger(outrigger, targets[2]!, body);
   const rows: string[] = [];
   for (const t of targets) {
     await ready(t.port, t.authority);
@@ -140,6 +147,24 @@ async function main(): Promise<void> {
       rows.join('\n') +
       '\n',
   );
+  process.exit(0);
+}
+
+/** Outrigger's closed loop under --cpu-prof; the profile is written when the sidecar exits. */
+async function profileOutrigger(
+  child: ChildProcess,
+  t: { port: number; authority: string },
+  body: string,
+): Promise<void> {
+  await ready(t.port, t.authority);
+  const closed = h2load(t.port, t.authority, body, ['-c', String(CLIENTS), '-m', String(STREAMS)]);
+  child.kill('SIGTERM');
+  await new Promise((resolve) => child.once('exit', resolve));
+  const file = readdirSync(PROFILE!).find((f) => f.endsWith('.cpuprofile'));
+  if (!file) throw new Error('no .cpuprofile written');
+  const profile = JSON.parse(readFileSync(path.join(PROFILE!, file), 'utf8')) as CpuProfile;
+  const calls = Number(closed.rps) * SECONDS;
+  process.stdout.write(`${closed.rps} calls/s closed loop\n\n${summarize(profile, calls, 30)}\n`);
   process.exit(0);
 }
 

@@ -7,6 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { summarize, type CpuProfile } from './cpuprofile.ts';
 import { closedLoop } from './loadgen.ts';
 import { PORTS, startSidecar, startStage } from './lone-sidecar.ts';
 import { dir } from './procs.ts';
@@ -26,73 +27,6 @@ const { values: a } = parseArgs({
 });
 const workload = WORKLOADS.find((w) => w.name === a.workload) ?? WORKLOADS[0]!;
 const ms = Math.min(60, Math.max(2, Number(a.seconds))) * 1000;
-
-interface CallFrame {
-  functionName: string;
-  url: string;
-  lineNumber: number;
-}
-interface ProfileNode {
-  id: number;
-  callFrame: CallFrame;
-  children?: number[];
-}
-interface CpuProfile {
-  nodes: ProfileNode[];
-  samples: number[];
-  timeDeltas: number[];
-}
-
-/** An area of the code: a package, a Node built-in module, Outrigger's own directory, or V8. */
-function area(url: string, fn: string): string {
-  if (!url) return fn.startsWith('(') ? fn : '(native)';
-  if (url.startsWith('node:')) return url;
-  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
-  if (pkg) return pkg[1]!;
-  const own = /\/dist\/(.+)\/[^/]+\.js$/.exec(url);
-  return own ? `outrigger ${own[1]}` : url;
-}
-
-function summarize(p: CpuProfile, requests: number, top: number): string {
-  const self = new Map<number, number>();
-  p.samples.forEach((id, i) => self.set(id, (self.get(id) ?? 0) + (p.timeDeltas[i] ?? 0)));
-  const frames = new Map<string, number>();
-  const areas = new Map<string, number>();
-  let total = 0;
-  for (const n of p.nodes) {
-    const us = self.get(n.id) ?? 0;
-    if (n.callFrame.functionName === '(idle)') continue;
-    total += us;
-    const { functionName, url, lineNumber } = n.callFrame;
-    const file = url
-      ? `${url.replace(/^.*\/(node_modules|dist)\//, '').replace(/^file:\/\//, '')}:${lineNumber + 1}`
-      : '';
-    const key = `${functionName || '(anonymous)'} ${file}`.trim();
-    frames.set(key, (frames.get(key) ?? 0) + us);
-    const ar = area(url, functionName);
-    areas.set(ar, (areas.get(ar) ?? 0) + us);
-  }
-  const per = (us: number): string => (us / requests).toFixed(1);
-  const pct = (us: number): string => ((100 * us) / total).toFixed(1);
-  const lines = [
-    `busy CPU sampled: ${(total / 1e6).toFixed(2)} s over ${requests} requests = ${per(total)} µs per request`,
-    '',
-    '| self µs / request | % | frame |',
-    '|---|---|---|',
-    ...[...frames]
-      .sort((x, y) => y[1] - x[1])
-      .slice(0, top)
-      .map(([k, us]) => `| ${per(us)} | ${pct(us)} | \`${k}\` |`),
-    '',
-    '| µs / request | % | area |',
-    '|---|---|---|',
-    ...[...areas]
-      .sort((x, y) => y[1] - x[1])
-      .slice(0, top)
-      .map(([k, us]) => `| ${per(us)} | ${pct(us)} | ${k} |`),
-  ];
-  return lines.join('\n');
-}
 
 await startStage();
 const profDir = path.join(dir, 'prof');
