@@ -1,17 +1,22 @@
-import { granted, resolveBackend, type RouteBackend, type ServiceTarget } from './backends.ts';
-import { parseDuration } from './duration.ts';
+import { granted, type ServiceTarget } from './backends.ts';
 import { intersect, lookupKeys } from './hostnames.ts';
-import { compareRanks, compileMatch, type CompiledMatch, type RequestView } from './match.ts';
+import type { CompiledMatch, RequestView } from './match.ts';
+import {
+  byPrecedence,
+  compileRules,
+  type CompiledRule,
+  type CompiledRules,
+  type RankedMatch,
+  type RuleMatches,
+} from './rules.ts';
 import {
   GATEWAY_GROUP,
   routeKey,
   selects,
   type Condition,
-  type Filter,
   type Gateway,
   type GatewayClass,
   type HTTPRoute,
-  type HTTPRouteRule,
   type Listener,
   type ParentRef,
   type ReferenceGrant,
@@ -32,22 +37,7 @@ import {
  * matches; no match at all is a 404.
  */
 export type Scheme = 'http' | 'https';
-
-export interface CompiledRule {
-  /** "namespace/name" of the HTTPRoute. */
-  route: string;
-  index: number;
-  filters: Filter[];
-  backends: RouteBackend[];
-  /** From the rule's `timeouts`; absent or 0 means none. */
-  timeouts?: RuleTimeouts;
-}
-
-/** A rule's timeouts in ms: the whole request, and each attempt to a backend. */
-export interface RuleTimeouts {
-  requestMs?: number;
-  backendRequestMs?: number;
-}
+export type { CompiledRule, RuleTimeouts } from './rules.ts';
 
 export interface Selected {
   rule: CompiledRule;
@@ -81,19 +71,9 @@ export interface TableInput {
   namespaces?: ReadonlyMap<string, Readonly<Record<string, string>>>;
 }
 
-interface Entry {
-  match: CompiledMatch;
-  rule: CompiledRule;
+interface Entry extends RankedMatch {
   listenerPort: number;
-  order: readonly [string, string, number, number];
 }
-
-interface RuleMatches {
-  rule: CompiledRule;
-  matches: CompiledMatch[];
-}
-
-type CompiledRules = { rules: RuleMatches[] } | { unsupported: string };
 
 const SUPPORTED: Record<string, Scheme> = { HTTP: 'http', HTTPS: 'https' };
 const HTTP_ROUTE = { group: GATEWAY_GROUP, kind: 'HTTPRoute' };
@@ -104,17 +84,6 @@ export const condition = (type: string, ok: boolean, reason: string, message = '
   reason,
   message,
 });
-
-const byOrder = (a: Entry, b: Entry): number => {
-  const r = compareRanks(a.match.rank, b.match.rank);
-  if (r !== 0) return r;
-  for (let i = 0; i < a.order.length; i++) {
-    const x = a.order[i]!;
-    const y = b.order[i]!;
-    if (x !== y) return x < y ? -1 : 1;
-  }
-  return 0;
-};
 
 export class GatewayRouteTable {
   readonly #hosts = new Map<Scheme, Map<string, Entry[]>>([
@@ -146,7 +115,7 @@ export class GatewayRouteTable {
     this.#namespaces = input.namespaces ?? new Map();
     for (const g of this.#gateways.values()) this.#addCertificates(g);
     for (const r of input.routes) this.#addRoute(r);
-    for (const entries of this.#hosts.values()) for (const list of entries.values()) list.sort(byOrder);
+    for (const entries of this.#hosts.values()) for (const list of entries.values()) list.sort(byPrecedence);
   }
 
   /** Our GatewayClasses by name. */
@@ -313,7 +282,7 @@ export class GatewayRouteTable {
   #addRoute(route: HTTPRoute): void {
     const key = routeKey(route.metadata);
     const statuses: RouteParentStatus[] = [];
-    const compiled = this.#compileRules(route);
+    const compiled = compileRules(route, this.#grants);
     for (const parentRef of route.spec.parentRefs) {
       const gateway = this.#parentGateway(route, parentRef);
       if (!gateway) continue;
@@ -388,37 +357,6 @@ export class GatewayRouteTable {
     return from === 'All' || (from === 'Same' && route.metadata.namespace === gateway.metadata.namespace);
   }
 
-  #compileRules(route: HTTPRoute): CompiledRules {
-    const key = routeKey(route.metadata);
-    const rules: RuleMatches[] = [];
-    for (const [index, r] of route.spec.rules.entries()) {
-      const matches: CompiledMatch[] = [];
-      for (const m of r.matches) {
-        const c = compileMatch(m);
-        if ('unsupported' in c) return { unsupported: `rule ${index}: ${c.unsupported} is not supported` };
-        matches.push(c.match);
-      }
-      const badFilter = [...r.filters, ...r.backendRefs.flatMap((b) => b.filters)].find(
-        (f) => !FILTERS.has(f.type),
-      );
-      if (badFilter) return { unsupported: `rule ${index}: filter ${badFilter.type} is not supported` };
-      const backends = r.backendRefs.map((b) => resolveBackend(b, route.metadata.namespace, this.#grants));
-      const timeouts = compileTimeouts(r.timeouts);
-      if ('unsupported' in timeouts) return { unsupported: `rule ${index}: ${timeouts.unsupported}` };
-      rules.push({
-        rule: {
-          route: key,
-          index,
-          filters: r.filters,
-          backends,
-          ...(timeouts.requestMs || timeouts.backendRequestMs ? { timeouts } : {}),
-        },
-        matches,
-      });
-    }
-    return { rules };
-  }
-
   #resolvedRefs(compiled: CompiledRules): Condition {
     if ('unsupported' in compiled) return condition('ResolvedRefs', true, 'ResolvedRefs');
     for (const { rule } of compiled.rules) {
@@ -449,27 +387,3 @@ export class GatewayRouteTable {
     }
   }
 }
-
-function compileTimeouts(t: HTTPRouteRule['timeouts']): RuleTimeouts | { unsupported: string } {
-  const out: RuleTimeouts = {};
-  for (const [field, key] of [
-    ['request', 'requestMs'],
-    ['backendRequest', 'backendRequestMs'],
-  ] as const) {
-    const text = t?.[field];
-    if (text === undefined) continue;
-    const ms = parseDuration(text);
-    if (ms === undefined)
-      return { unsupported: `timeouts.${field} ${JSON.stringify(text)} is not a duration` };
-    if (ms > 0) out[key] = ms;
-  }
-  return out;
-}
-
-/** The filters the gateway applies; any other makes the route UnsupportedValue. */
-export const FILTERS: ReadonlySet<string> = new Set([
-  'RequestHeaderModifier',
-  'ResponseHeaderModifier',
-  'RequestRedirect',
-  'URLRewrite',
-]);

@@ -106,7 +106,13 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
     const pod = {
       apiVersion: 'v1',
       kind: 'Pod',
-      metadata: { name: 'rotor', namespace: ns, labels: { app: 'rotor' } },
+      // Strict, so that its liveness probe is rewritten to the sidecar (plaintext probes would be refused).
+      metadata: {
+        name: 'rotor',
+        namespace: ns,
+        labels: { app: 'rotor' },
+        annotations: { 'outrigger.dev/mtls': 'strict' },
+      },
       spec: {
         terminationGracePeriodSeconds: 5,
         containers: [
@@ -114,7 +120,12 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
             name: 'app',
             image: c.node.images.busybox,
             imagePullPolicy: 'Never',
-            command: ['sh', '-c', 'trap "exit 0" TERM; while true; do sleep 1; done'],
+            command: [
+              'sh',
+              '-c',
+              'trap "exit 0" TERM; mkdir -p /www && echo ok >/www/alive; httpd -f -p 8080 -h /www & while true; do sleep 1; done',
+            ],
+            livenessProbe: { httpGet: { path: '/alive', port: 8080 }, periodSeconds: 2, failureThreshold: 2 },
           },
         ],
       },
@@ -525,6 +536,38 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
     assert.ok(restarted, 'a new sidecar process answered');
     assert.match(logs, /snapshot loaded; serving it as stale/);
     assert.match(logs, /using the stored identity/);
+  });
+
+  test('the rewritten liveness probe passes when the kubelet calls it; when the app fails it, the kubelet restarts the app', async () => {
+    const pod = await podOf('rotor');
+    const spec = JSON.parse(
+      (await kubectl(['-n', ns, 'get', 'pod', pod.metadata.name, '-o', 'json'])).stdout,
+    ) as {
+      spec: { containers: { name: string; livenessProbe?: { httpGet?: object } }[] };
+      status: { containerStatuses: { name: string; restartCount: number }[] };
+    };
+    const probe = spec.spec.containers.find((x) => x.name === 'app')?.livenessProbe?.httpGet;
+    assert.deepEqual(probe, { path: '/app-health/app/livez', port: 7402, scheme: 'HTTP' });
+    const restarts = async (): Promise<number> =>
+      Number(
+        (
+          await kubectl([
+            '-n',
+            ns,
+            'get',
+            'pod',
+            pod.metadata.name,
+            '-o',
+            'jsonpath={.status.containerStatuses[?(@.name=="app")].restartCount}',
+          ])
+        ).stdout,
+      );
+    // Probed every 2 s since the pod started, minutes ago.
+    assert.equal(await restarts(), 0, 'the kubelet found the app alive through the sidecar');
+    await kubectl(['-n', ns, 'exec', pod.metadata.name, '-c', 'app', '--', 'busybox', 'rm', '/www/alive']);
+    const deadline = Date.now() + 60_000;
+    while ((await restarts()) === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 1_000));
+    assert.equal(await restarts(), 1, 'the kubelet restarted the app once');
   });
 
   test("the kubelet renews the sidecar's projected token; the sidecar reads the new one before the old expires", async () => {
