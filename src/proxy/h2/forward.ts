@@ -78,16 +78,16 @@ export class H2Forwarder {
   }
 
   async forward(call: H2Call, plan: ForwardPlan, hop: Hop): Promise<H2Result> {
-    const deadline = new AbortController();
+    const deadline = new Deadline();
     const start = this.#o.clock.now();
     const timer =
       call.timeoutMs === undefined
         ? undefined
-        : this.#o.clock.setTimer(call.timeoutMs, () => deadline.abort());
+        : this.#o.clock.setTimer(call.timeoutMs, () => deadline.expire());
     const remaining = (): number | undefined =>
       call.timeoutMs === undefined ? undefined : call.timeoutMs - (this.#o.clock.now() - start);
     try {
-      return await this.#run(call, plan, hop, deadline.signal, remaining);
+      return await this.#run(call, plan, hop, deadline, remaining);
     } finally {
       timer?.cancel();
     }
@@ -97,7 +97,7 @@ export class H2Forwarder {
     call: H2Call,
     plan: ForwardPlan,
     hop: Hop,
-    signal: AbortSignal,
+    signal: Deadline,
     remaining: () => number | undefined,
   ): Promise<H2Result> {
     const tried = new Set<string>();
@@ -181,7 +181,7 @@ export class H2Forwarder {
     call: H2Call,
     target: Upstream,
     headers: OutgoingHttpHeaders,
-    signal: AbortSignal,
+    signal: Deadline,
     body: Readable,
     opened: () => void,
   ): Promise<Attempt> {
@@ -194,7 +194,7 @@ export class H2Forwarder {
         settled = true;
         timer?.cancel();
         call.down.off('close', onClientClose);
-        signal.removeEventListener('abort', onDeadline);
+        signal.listener = undefined;
         if (r.kind !== 'response') {
           body.unpipe();
           if (up && !up.closed) up.close(NGHTTP2_CANCEL);
@@ -206,7 +206,7 @@ export class H2Forwarder {
       if (signal.aborted) return settle({ kind: 'deadline' });
       if (call.down.closed || call.down.destroyed) return settle({ kind: 'client_gone' });
       call.down.once('close', onClientClose);
-      signal.addEventListener('abort', onDeadline, { once: true });
+      signal.listener = onDeadline;
       this.#o.pool.request(target, headers, {}).then(
         (stream) => {
           up = stream;
@@ -262,7 +262,7 @@ export class H2Forwarder {
   }
 
   /** The upstream response, body and trailers downstream; resolves when the call has ended. */
-  #relay(call: H2Call, r: Extract<Attempt, { kind: 'response' }>, signal: AbortSignal): Promise<H2Result> {
+  #relay(call: H2Call, r: Extract<Attempt, { kind: 'response' }>, signal: Deadline): Promise<H2Result> {
     const { down } = call;
     const { up } = r;
     const status = Number(r.headers[':status'] ?? 502);
@@ -271,7 +271,7 @@ export class H2Forwarder {
     let errorMessage = '';
     return new Promise((resolve) => {
       const finish = (): void => {
-        signal.removeEventListener('abort', onDeadline);
+        signal.listener = undefined;
         resolve({
           status,
           ...(grpcStatus === undefined ? {} : { grpcStatus }),
@@ -314,7 +314,7 @@ export class H2Forwarder {
         down.close(NGHTTP2_INTERNAL_ERROR);
         return;
       }
-      signal.addEventListener('abort', onDeadline, { once: true });
+      signal.listener = onDeadline;
       down.once('wantTrailers', () => {
         const got = r.trailers();
         if (!trailers && got) {
@@ -359,6 +359,24 @@ export class H2Forwarder {
       errorMessage: detail,
       ...(call.grpc ? { grpcStatus: Number(headers['grpc-status']) } : {}),
     };
+  }
+}
+
+/**
+ * A call's grpc-timeout: expired once, heard by the one step waiting on it (the attempt, then the
+ * relay). Not an AbortController: one per call, and an EventTarget with its listeners is costly
+ * for something most calls (no grpc-timeout) never use.
+ */
+class Deadline {
+  aborted = false;
+  listener: (() => void) | undefined;
+
+  expire(): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    const l = this.listener;
+    this.listener = undefined;
+    l?.();
   }
 }
 
