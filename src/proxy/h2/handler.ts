@@ -39,7 +39,8 @@ export interface H2HandlerOptions {
   observer: HopObserver;
   log: Logger;
   clock: Clock;
-  route(ctx: H2StreamContext): Promise<H2Route>;
+  /** Synchronous when it can answer at once (discovery knows the Service): no promise per stream. */
+  route(ctx: H2StreamContext): H2Route | Promise<H2Route>;
   /** The caller's verified mesh identity on a connection, for spans and metric labels. */
   peer?: (socket: Socket) => PeerIdentity | undefined;
 }
@@ -71,7 +72,8 @@ export class H2Handler {
       return this.#refuse(ctx, grpc, hop, 'bad_request', 'CONNECT over HTTP/2 is not supported');
     const timeout = grpc ? parseGrpcTimeout(headers['grpc-timeout']) : undefined;
     if (timeout instanceof Error) return this.#refuse(ctx, grpc, hop, 'bad_request', timeout.message);
-    const route = await this.#o.route(ctx);
+    const routed = this.#o.route(ctx);
+    const route = routed instanceof Promise ? await routed : routed;
     if (route.service) hop.setService(route.service);
     if (route.stale) hop.setStale(true);
     if (route.kind === 'error') return this.#refuse(ctx, grpc, hop, route.code, route.detail, route.service);

@@ -2,7 +2,7 @@ import type { Socket } from 'node:net';
 import { splitHostPort } from '../../routing/authority.ts';
 import type { Destination as RouteDestination } from '../../routing/router.ts';
 import type { Destination, OriginalDestination } from '../capture-port.ts';
-import { decide, type EgressPolicy } from '../egress-plan.ts';
+import { decide, decideNow, type Decision, type EgressPolicy } from '../egress-plan.ts';
 import { CLIENT_CERT_HEADER, type IngressHandler } from '../ingress.ts';
 import { HOP_HEADER, markHop, seenBefore } from '../loop.ts';
 import type { H2Route, H2StreamContext } from './handler.ts';
@@ -32,8 +32,18 @@ export interface EgressH2RouteOptions {
   originalDestination?: OriginalDestination;
 }
 
-export function egressH2Route(o: EgressH2RouteOptions): (ctx: H2StreamContext) => Promise<H2Route> {
-  return async ({ headers, socket }) => {
+export function egressH2Route(o: EgressH2RouteOptions): (ctx: H2StreamContext) => H2Route | Promise<H2Route> {
+  const planned = (d: Decision): H2Route =>
+    d.kind === 'error'
+      ? d
+      : {
+          kind: 'plan',
+          plan: d,
+          ...(d.service ? { service: d.service } : {}),
+          stale: d.stale,
+          headers: (h) => markHop(h, o.token),
+        };
+  return ({ headers, socket }) => {
     if (seenBefore(headers, o.token))
       return { kind: 'error', code: 'loop_detected', detail: 'this request already passed this sidecar' };
     let dest: RouteDestination;
@@ -53,15 +63,9 @@ export function egressH2Route(o: EgressH2RouteOptions): (ctx: H2StreamContext) =
       if (!hp) return { kind: 'error', code: 'bad_request', detail: 'missing or malformed :authority' };
       dest = { host: hp.host, ...(hp.port ? { port: hp.port } : {}), defaultPort: 80 };
     }
-    const d = await decide(o.policy, dest, original, socket.remoteAddress ?? '');
-    if (d.kind === 'error') return d;
-    return {
-      kind: 'plan',
-      plan: d,
-      ...(d.service ? { service: d.service } : {}),
-      stale: d.stale,
-      headers: (h) => markHop(h, o.token),
-    };
+    const client = socket.remoteAddress ?? '';
+    const now = decideNow(o.policy, dest, original, client);
+    return now ? planned(now) : decide(o.policy, dest, original, client).then(planned);
   };
 }
 
@@ -77,14 +81,14 @@ export interface IngressH2Options {
 export function ingressH2Route(
   ingress: IngressHandler,
   o: IngressH2Options = {},
-): (ctx: H2StreamContext) => Promise<H2Route> {
+): (ctx: H2StreamContext) => H2Route {
   return ({ socket }) => {
     const refused = o.refuse?.(socket);
-    if (refused) return Promise.resolve({ kind: 'error', code: 'mesh_caller_denied', detail: refused });
+    if (refused) return { kind: 'error', code: 'mesh_caller_denied', detail: refused };
     const plan = ingress.plan(socket);
-    if ('error' in plan) return Promise.resolve({ kind: 'error', code: plan.code, detail: plan.error });
+    if ('error' in plan) return { kind: 'error', code: plan.code, detail: plan.error };
     const caller = o.callerIdentity?.(socket);
-    return Promise.resolve({
+    return {
       kind: 'plan',
       plan,
       headers: (h) => {
@@ -93,6 +97,6 @@ export function ingressH2Route(
         delete h[CLIENT_CERT_HEADER];
         if (caller) h[CLIENT_CERT_HEADER] = caller;
       },
-    });
+    };
   };
 }
