@@ -47,22 +47,25 @@ export function summarize(p: CpuProfile, requests: number, top: number): string 
   }
   const per = (us: number): string => (us / requests).toFixed(1);
   const pct = (us: number): string => ((100 * us) / total).toFixed(1);
+  const table = (
+    head: string,
+    label: string,
+    rows: Map<string, number>,
+    name: (k: string) => string,
+  ): string[] => [
+    `| ${head} | % | ${label} |`,
+    '|---|---|---|',
+    ...[...rows]
+      .sort((x, y) => y[1] - x[1])
+      .slice(0, top)
+      .map(([k, us]) => `| ${per(us)} | ${pct(us)} | ${name(k)} |`),
+  ];
   const lines = [
     `busy CPU sampled: ${(total / 1e6).toFixed(2)} s over ${requests} requests = ${per(total)} µs per request`,
     '',
-    '| self µs / request | % | frame |',
-    '|---|---|---|',
-    ...[...frames]
-      .sort((x, y) => y[1] - x[1])
-      .slice(0, top)
-      .map(([k, us]) => `| ${per(us)} | ${pct(us)} | \`${k}\` |`),
+    ...table('self µs / request', 'frame', frames, (k) => `\`${k}\``),
     '',
-    '| µs / request | % | area |',
-    '|---|---|---|',
-    ...[...areas]
-      .sort((x, y) => y[1] - x[1])
-      .slice(0, top)
-      .map(([k, us]) => `| ${per(us)} | ${pct(us)} | ${k} |`),
+    ...table('µs / request', 'area', areas, (k) => k),
   ];
   return lines.join('\n');
 }

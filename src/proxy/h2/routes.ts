@@ -1,3 +1,4 @@
+import type { OutgoingHttpHeaders } from 'node:http';
 import type { Socket } from 'node:net';
 import { splitHostPort } from '../../routing/authority.ts';
 import type { Destination as RouteDestination } from '../../routing/router.ts';
@@ -33,6 +34,7 @@ export interface EgressH2RouteOptions {
 }
 
 export function egressH2Route(o: EgressH2RouteOptions): (ctx: H2StreamContext) => H2Route | Promise<H2Route> {
+  const mark = (h: OutgoingHttpHeaders): void => markHop(h, o.token);
   const planned = (d: Decision): H2Route =>
     d.kind === 'error'
       ? d
@@ -41,7 +43,7 @@ export function egressH2Route(o: EgressH2RouteOptions): (ctx: H2StreamContext) =
           plan: d,
           ...(d.service ? { service: d.service } : {}),
           stale: d.stale,
-          headers: (h) => markHop(h, o.token),
+          headers: mark,
         };
   return ({ headers, socket }) => {
     if (seenBefore(headers, o.token))
