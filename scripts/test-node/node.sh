@@ -195,7 +195,9 @@ node_apiserver_flags() {
     "--kubelet-certificate-authority=$p/ca.crt" \
     "--kubelet-preferred-address-types=InternalIP" \
     "--egress-selector-config-file=$STATE/egress-selector.yaml" \
-    "--enable-admission-plugins=NodeRestriction"
+    "--enable-admission-plugins=NodeRestriction" \
+    "--audit-policy-file=$STATE/audit-policy.yaml" \
+    "--audit-log-path=$STATE/audit.log"
 }
 
 prepare_node_apiserver() {
@@ -210,6 +212,19 @@ egressSelections:
     transport:
       uds:
         udsName: $(node_dir)/egress.sock
+YAML
+  # Who called, with which credential: service accounts' requests (kube-system's controllers
+  # excepted) at Metadata level, whose user.extra names the token's JTI and the pod it is bound to.
+  cat >"$STATE/audit-policy.yaml" <<YAML
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: None
+  userGroups: ["system:serviceaccounts:kube-system"]
+- level: Metadata
+  userGroups: ["system:serviceaccounts"]
+- level: None
 YAML
 }
 

@@ -2,6 +2,9 @@
 // webhook as an in-cluster Deployment), the identity issuer from manifests/identity, a labelled
 // namespace, and a client and a server Deployment that the webhook injects. Every check reads the
 // real objects (through the API server, the pod proxy included) and the real traffic.
+//
+// One cluster for the suite (a node takes 20-60 s to start): the node's own checks (pod-checks.ts)
+// run in it too, while the token of the pod created first runs towards its renewal; `down` is last.
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -17,6 +20,7 @@ import {
   type TestNodeCluster,
 } from '../harness/node.ts';
 import { inCI, repoRoot, requireTool } from '../harness/tools.ts';
+import { podChecks } from './pod-checks.ts';
 
 const archive = process.env.OUTRIGGER_IMAGE_ARCHIVE ?? path.join(repoRoot, '.outrigger/images/outrigger.tar');
 const version = (JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string })
@@ -45,6 +49,7 @@ function workloads(ns: string, busybox: string): string {
 
 describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }, () => {
   let c: TestNodeCluster;
+  let hostRulesBefore: Set<string>;
   let ns: string;
   let other: string;
   let caDir: string;
@@ -174,6 +179,7 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
   }
 
   before(async () => {
+    hostRulesBefore = new Set(await hostRules());
     c = await startNodeCluster();
     await c.importImage(archive);
     ns = await createPodNamespace(c, 'shop');
@@ -195,11 +201,25 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
     await run('bash', [path.join(repoRoot, 'scripts/gen-mesh-ca'), '--out', caDir]);
     await kubectl(['apply', '-f', path.join(caDir, 'manifests.yaml')]);
     await kubectl(['apply', '-k', path.join(repoRoot, 'manifests/identity')]);
-    for (const d of ['outrigger-webhook', 'outrigger-identity'])
-      await kubectl(['-n', 'outrigger-system', 'rollout', 'status', `deploy/${d}`, '--timeout=180s'], {});
-    await kubectl(['apply', '-f', '-'], { input: workloads(ns, c.node.images.busybox) });
-    // First of all, so that its token's lifetime runs while the other tests do.
+    await kubectl([
+      '-n',
+      'outrigger-system',
+      'rollout',
+      'status',
+      'deploy/outrigger-webhook',
+      '--timeout=180s',
+    ]);
+    // As soon as the webhook answers, so that its token's lifetime runs while the other tests do.
     rotor = await createRotor();
+    await kubectl([
+      '-n',
+      'outrigger-system',
+      'rollout',
+      'status',
+      'deploy/outrigger-identity',
+      '--timeout=180s',
+    ]);
+    await kubectl(['apply', '-f', '-'], { input: workloads(ns, c.node.images.busybox) });
     for (const d of ['web', 'legacy', 'client'])
       await kubectl(['-n', ns, 'rollout', 'status', `deploy/${d}`, '--timeout=180s']);
   });
@@ -570,23 +590,31 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
     assert.equal(await restarts(), 1, 'the kubelet restarted the app once');
   });
 
-  test("the kubelet renews the sidecar's projected token; the sidecar reads the new one before the old expires", async () => {
-    const pod = await podOf('rotor');
-    const first = (await sidecarDiscovery(pod.metadata.uid)).counters.tokenExpiresAtMs ?? 0;
-    assert.ok(first > rotor.created && first <= rotor.created + 620_000, `a 600 s token: exp ${first}`);
-    // The kubelet renews at 80 % of the lifetime plus up to 10 s of jitter, and writes the projected
+  describe('a pod on a real node, before any mesh', () => podChecks(() => ({ c, image })));
+
+  test("the kubelet renews the sidecar's projected token, and the sidecar sends the new one from then on", async () => {
+    const uid = (await podOf('rotor')).metadata.uid;
+    const first = await sidecarToken(c.cluster.stateDir, uid);
+    assert.equal(first.expMs - first.iatMs, 600_000, 'a 600 s token');
+    assert.ok(first.iatMs >= rotor.created - 1_000, 'issued for this pod');
+    const held = async (): Promise<number | undefined> =>
+      (await sidecarDiscovery(uid)).counters.tokenExpiresAtMs;
+    assert.equal(await held(), first.expMs, "the sidecar holds the kubelet's token");
+    // The kubelet renews at 80 % of the lifetime less up to 10 s of jitter, and writes the projected
     // volume at its next pod sync (every 60 s): by 80 % + 70 s.
-    const deadline = rotor.created + 480_000 + 90_000;
-    let seen = first;
-    while (seen === first && Date.now() < deadline) {
+    const deadline = first.iatMs + 480_000 + 90_000;
+    let seen = first.expMs;
+    while (seen === first.expMs && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 5_000));
-      seen = (await sidecarDiscovery(pod.metadata.uid)).counters.tokenExpiresAtMs ?? first;
+      seen = (await held()) ?? first.expMs;
     }
-    assert.ok(seen > first, `renewed within ${(deadline - rotor.created) / 1000} s of the pod's start`);
-    // Past the old token's expiry (and the API server's one-minute leeway), every connection is new:
-    // relists and watches authenticate with what the sidecar holds now.
-    await new Promise((r) => setTimeout(r, Math.max(0, first + 65_000 - Date.now())));
-    const before = await sidecarDiscovery(pod.metadata.uid);
+    const renewed = await sidecarToken(c.cluster.stateDir, uid);
+    assert.notEqual(renewed.jti, first.jti, `renewed within ${(deadline - first.iatMs) / 1000} s of issue`);
+    assert.equal(seen, renewed.expMs, 'the sidecar read the renewed token');
+    // A watch authenticates once, when it opens: after a restart every request is new, and the API
+    // server's audit log names the token each one carried (its JTI), long before the first expires.
+    const before = await sidecarDiscovery(uid);
+    const stoppedAt = Date.now();
     await c.cluster.apiserverStop();
     await c.cluster.apiserverStart();
     // A Service created now reaches the sidecar only through a watch or list opened after the restart.
@@ -594,14 +622,100 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
     let after = before;
     for (let i = 0; i < 60 && after.counters.indexedServices <= before.counters.indexedServices; i++) {
       await new Promise((r) => setTimeout(r, 1_000));
-      after = await sidecarDiscovery(pod.metadata.uid);
+      after = await sidecarDiscovery(uid);
     }
     assert.equal(after.counters.indexedServices, before.counters.indexedServices + 1, JSON.stringify(after));
-    assert.equal(after.counters.unauthorizedRetries, 0, 'never sent the expired token');
-    const logs = (await kubectl(['-n', ns, 'logs', pod.metadata.name, '-c', 'outrigger-proxy'])).stdout;
+    assert.ok(Date.now() < first.expMs, 'all of it while the first token was still valid');
+    const calls = auditedCalls(c.cluster.stateDir, uid);
+    assert.ok(
+      calls.some((x) => x.jti === first.jti && x.receivedMs < stoppedAt),
+      `the audit log saw the first token: ${JSON.stringify(calls.slice(0, 3))}`,
+    );
+    const since = calls.filter((x) => x.receivedMs >= stoppedAt);
+    assert.ok(since.length > 0, 'the sidecar called the API server after the restart');
+    assert.deepEqual([...new Set(since.map((x) => x.jti))], [renewed.jti], 'only the renewed token');
+    assert.equal(after.counters.unauthorizedRetries, 0);
+    const logs = (await kubectl(['-n', ns, 'logs', 'rotor', '-c', 'outrigger-proxy'])).stdout;
     assert.match(logs, /service-account token rotated/);
   });
+
+  test('down removes the node: no processes, mounts, cgroups, namespace or host iptables rules left', async () => {
+    const state = c.cluster.stateDir;
+    await c.stop();
+    const leftovers: string[] = [];
+    if (existsSync(`/var/run/netns/${c.node.netns}`)) leftovers.push(`netns ${c.node.netns}`);
+    for (const h of readdirSync('/sys/fs/cgroup')) {
+      if (existsSync(path.join('/sys/fs/cgroup', h, c.node.cgroup)))
+        leftovers.push(`cgroup ${h}/${c.node.cgroup}`);
+    }
+    for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+      if (line.includes(state)) leftovers.push(`mount ${line}`);
+    }
+    for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+      if (cmdline(pid).includes(state)) leftovers.push(`process ${pid}: ${cmdline(pid).slice(0, 120)}`);
+    }
+    if (existsSync(state)) leftovers.push(`state directory ${state}`);
+    // kube-proxy, the kubelet and the bridge plugin wrote rules only in the node's namespace. Rules
+    // the host had before (a container engine's own chains, say) are not ours to judge.
+    const ours = /KUBE-|outrigger-node|10\.244\.|10\.200\./;
+    for (const line of await hostRules()) {
+      if (ours.test(line) || !hostRulesBefore.has(line)) leftovers.push(`host iptables: ${line}`);
+    }
+    assert.deepEqual(leftovers, []);
+  });
 });
+
+/** The host namespace's iptables rules and user-defined chains (built-in chains carry a policy). */
+async function hostRules(): Promise<string[]> {
+  const out = (await run('iptables-save', [])).stdout;
+  return out.split('\n').filter((l) => l.startsWith('-A ') || /^:\S+ - /.test(l));
+}
+
+/**
+ * The sidecar's discovery token as the kubelet wrote it into the pod's projected volume: a tmpfs
+ * mounted in the node's own mount namespace (scripts/test-node/node.sh), read from there.
+ */
+async function sidecarToken(
+  stateDir: string,
+  uid: string,
+): Promise<{ jti: string; iatMs: number; expMs: number }> {
+  const mntns = `/proc/${readFileSync(path.join(stateDir, 'node-mntns.pid'), 'utf8').trim()}/ns/mnt`;
+  const file = path.join(
+    stateDir,
+    'node/kubelet/pods',
+    uid,
+    'volumes/kubernetes.io~projected/outrigger-token/token',
+  );
+  const token = (await run('nsenter', [`--mount=${mntns}`, '--', 'cat', file])).stdout;
+  const claims = JSON.parse(Buffer.from(token.split('.')[1] ?? '', 'base64url').toString('utf8')) as {
+    jti: string;
+    iat: number;
+    exp: number;
+  };
+  return { jti: claims.jti, iatMs: claims.iat * 1000, expMs: claims.exp * 1000 };
+}
+
+/** The API server's audit log (scripts/test-node/node.sh): each request made with a token bound to the pod. */
+function auditedCalls(stateDir: string, uid: string): { jti: string; receivedMs: number; uri: string }[] {
+  const extra = (e: AuditEvent, k: string): string | undefined =>
+    e.user?.extra?.[`authentication.kubernetes.io/${k}`]?.[0];
+  return readFileSync(path.join(stateDir, 'audit.log'), 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as AuditEvent)
+    .filter((e) => extra(e, 'pod-uid') === uid)
+    .map((e) => ({
+      jti: (extra(e, 'credential-id') ?? '').replace(/^JTI=/, ''),
+      receivedMs: Date.parse(e.requestReceivedTimestamp),
+      uri: e.requestURI,
+    }));
+}
+
+interface AuditEvent {
+  requestURI: string;
+  requestReceivedTimestamp: string;
+  user?: { extra?: Record<string, string[]> };
+}
 
 /** The pod's processes (they share its network namespace), from the node's cgroup tree. */
 function podProcesses(cgroup: string, uid: string): { pid: number; cmdline: string }[] {

@@ -1,26 +1,9 @@
-// Pods on a real node: kubelet + containerd + runc + the CNI bridge + kube-proxy, inside a network
-// namespace (scripts/test-cluster up --with-node). Run with `npm run test:node` (root, cgroup v1,
-// the node's binaries built; see README "Test cluster").
+// Pods on a real node, before any mesh: kubelet + containerd + runc + the CNI bridge + kube-proxy,
+// inside a network namespace (scripts/test-cluster up --with-node).
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import path from 'node:path';
-import { after, before, describe, test } from 'node:test';
-import {
-  createPodNamespace,
-  nodeUnavailable,
-  run,
-  startNodeCluster,
-  waitForPod,
-  type PodView,
-  type TestNodeCluster,
-} from '../harness/node.ts';
-import { inCI, repoRoot, requireTool } from '../harness/tools.ts';
-
-// One cluster for the whole file (a node takes 20-60 s to start), so the file skips as a whole
-// when no node can run here; under CI=true that is a failure, never a skip.
-const unavailable = nodeUnavailable();
-if (unavailable !== undefined && inCI)
-  throw new Error(`CI=true and the test node is unavailable: ${unavailable}`);
+import { before, test } from 'node:test';
+import { createPodNamespace, run, waitForPod, type PodView, type TestNodeCluster } from '../harness/node.ts';
+import { requireTool } from '../harness/tools.ts';
 
 function inCidr(ip: string, cidr: string): boolean {
   const toInt = (a: string): number => a.split('.').reduce((n, p) => n * 256 + Number(p), 0);
@@ -38,19 +21,19 @@ function jwtClaims(token: string): Record<string, unknown> {
 // busybox's nc (its wget crashes on a connected socket); in the node namespace, the host's busybox.
 const httpGet = 'printf "GET / HTTP/1.0\\r\\n\\r\\n" | busybox nc -w 3';
 
-describe('a pod on a real node', { skip: unavailable, timeout: 600_000 }, () => {
+/**
+ * The node's own parts, before any mesh: a native sidecar, the CNI bridge, kube-proxy, the kubelet's
+ * projected token, CoreDNS, and the product's image as a plain pod. Registered inside the node
+ * suite (test/node/node.test.ts), whose one cluster they share (a node takes 20-60 s to start).
+ */
+export function podChecks(get: () => { c: TestNodeCluster; image: string }): void {
   let c: TestNodeCluster;
   let ns: string;
   let pod: PodView;
-  let hostRulesBefore: Set<string>;
 
   before(async () => {
-    hostRulesBefore = new Set(await hostRules());
-    c = await startNodeCluster();
+    c = get().c;
     ns = await createPodNamespace(c, 'node');
-  });
-  after(async () => {
-    await c?.stop();
   });
 
   test('a pod with a native sidecar runs, with an address from the CNI bridge', async () => {
@@ -251,16 +234,8 @@ describe('a pod on a real node', { skip: unavailable, timeout: 600_000 }, () => 
     );
   });
 
-  test("the product's image runs as a pod: outrigger version", async (t) => {
-    const archive =
-      process.env.OUTRIGGER_IMAGE_ARCHIVE ?? path.join(repoRoot, '.outrigger/images/outrigger.tar');
-    const hint = 'run scripts/build-image (or set OUTRIGGER_IMAGE_ARCHIVE)';
-    if (!requireTool(t, existsSync(archive), `the image archive ${archive}`, hint)) return;
-    await c.importImage(archive);
-    const version = (
-      JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string }
-    ).version;
-    const image = `ghcr.io/outrigger-mesh/outrigger:${version}`;
+  test("the product's image runs as a pod: outrigger version", async () => {
+    const { image } = get();
     await c.cluster.admin.apply({
       apiVersion: 'v1',
       kind: 'Pod',
@@ -275,43 +250,6 @@ describe('a pod on a real node', { skip: unavailable, timeout: 600_000 }, () => 
     );
     const logs = await c.kubectl(['-n', ns, 'logs', 'outrigger-version']);
     assert.equal(done.status.phase, 'Succeeded', logs.stdout + logs.stderr);
-    assert.match(logs.stdout, new RegExp(version.replaceAll('.', '\\.')));
+    assert.match(logs.stdout, new RegExp(image.split(':').pop()?.replaceAll('.', '\\.') ?? ''));
   });
-
-  test('down removes the node: no processes, mounts, cgroups, namespace or host iptables rules left', async () => {
-    const state = c.cluster.stateDir;
-    await c.stop();
-    const leftovers: string[] = [];
-    if (existsSync(`/var/run/netns/${c.node.netns}`)) leftovers.push(`netns ${c.node.netns}`);
-    for (const h of readdirSync('/sys/fs/cgroup')) {
-      if (existsSync(path.join('/sys/fs/cgroup', h, c.node.cgroup)))
-        leftovers.push(`cgroup ${h}/${c.node.cgroup}`);
-    }
-    for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
-      if (line.includes(state)) leftovers.push(`mount ${line}`);
-    }
-    for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
-      let cmdline: string;
-      try {
-        cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
-      } catch {
-        continue; // exited meanwhile
-      }
-      if (cmdline.includes(state)) leftovers.push(`process ${pid}: ${cmdline.slice(0, 120)}`);
-    }
-    if (existsSync(state)) leftovers.push(`state directory ${state}`);
-    // kube-proxy, the kubelet and the bridge plugin wrote rules only in the node's namespace. Rules
-    // the host had before (a container engine's own chains, say) are not ours to judge.
-    const ours = /KUBE-|outrigger-node|10\.244\.|10\.200\./;
-    for (const line of await hostRules()) {
-      if (ours.test(line) || !hostRulesBefore.has(line)) leftovers.push(`host iptables: ${line}`);
-    }
-    assert.deepEqual(leftovers, []);
-  });
-});
-
-/** The host namespace's iptables rules and user-defined chains (built-in chains carry a policy). */
-async function hostRules(): Promise<string[]> {
-  const out = (await run('iptables-save', [])).stdout;
-  return out.split('\n').filter((l) => l.startsWith('-A ') || /^:\S+ - /.test(l));
 }
