@@ -12,5 +12,7 @@ export const CONTROL_PLANE = {
     ingressClass: 'outrigger',
     /** The argument `install --gateway-api` gives the gateway's container. */
     gatewayApiArg: '--gateway-api=true',
+    /** The argument `install --gateway-mtls` gives it: a mesh client with an identity of its own. */
+    mtlsArg: '--mtls=on',
   },
 } as const;

@@ -28,6 +28,8 @@ export interface Installed {
   gateway: boolean;
   /** Its Deployment serves Gateway API (--gateway-api=true in its args). */
   gatewayApi: boolean;
+  /** Its Deployment is a mesh client (--mtls=on in its args). */
+  gatewayMtls: boolean;
   optedIn: string[];
   /** Namespaces an install-made binding already grants the sidecar role. */
   bound: string[];
@@ -102,7 +104,8 @@ export async function readInstalled(api: KubeApi, named: string[]): Promise<Inst
       : {}),
     ...imageOf(deployment),
     gateway: gateway !== undefined,
-    gatewayApi: servesGatewayApi(gateway as Deployment | undefined),
+    gatewayApi: hasArg(gateway as Deployment | undefined, CONTROL_PLANE.gateway.gatewayApiArg),
+    gatewayMtls: hasArg(gateway as Deployment | undefined, CONTROL_PLANE.gateway.mtlsArg),
     optedIn: (optedIn?.items ?? []).map((n) => n.metadata.name),
     bound: boundNamespaces(bindings?.items ?? []),
     named: new Map(named.map((ns, i) => [ns, states[i] ?? 'missing'])),
@@ -123,10 +126,8 @@ function boundNamespaces(bindings: Binding[]): string[] {
     .map((s) => (s.name ?? '').slice(prefix.length));
 }
 
-function servesGatewayApi(d: Deployment | undefined): boolean {
-  return (d?.spec?.template?.spec?.containers ?? []).some((c) =>
-    c.args?.includes(CONTROL_PLANE.gateway.gatewayApiArg),
-  );
+function hasArg(d: Deployment | undefined, arg: string): boolean {
+  return (d?.spec?.template?.spec?.containers ?? []).some((c) => c.args?.includes(arg));
 }
 
 function imageOf(d: Deployment | undefined): { image?: string } {

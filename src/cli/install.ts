@@ -26,6 +26,7 @@ export interface InstallFlags {
   rotateCertificate?: boolean;
   gateway?: boolean;
   gatewayApi?: boolean;
+  gatewayMtls?: boolean;
   certDays: string;
   kubeconfig?: string;
 }
@@ -180,9 +181,17 @@ export async function renderInstall(flags: InstallFlags, note: Note, now = Date.
     note(
       'the gateway serves Gateway API: it needs the standard-channel CRDs of sigs.k8s.io/gateway-api v1.6 (kubectl apply --server-side -f standard-install.yaml from its release) before this output is applied',
     );
-  const gateway = flags.gateway || installed?.gateway || gatewayApi ? m.gatewayManifests() : [];
+  const gatewayMtls = flags.gatewayMtls === true || installed?.gatewayMtls === true;
+  if (installed?.gatewayMtls && !flags.gatewayMtls) note('keeping mutual TLS on the installed gateway');
+  if (gatewayMtls)
+    note(
+      'the gateway is a mesh client: its certificate comes from outrigger identity (kubectl apply -k manifests/identity), and it is not ready until it holds one',
+    );
+  const gateway =
+    flags.gateway || installed?.gateway || gatewayApi || gatewayMtls ? m.gatewayManifests() : [];
   const out = assemble([...shipped, ...gateway, ...(gatewayApi ? m.gatewayApiManifests() : [])], {
     gatewayApi,
+    gatewayMtls,
     secret: { ...m.TLS_SECRET, type: 'kubernetes.io/tls', data: tls.data },
     bindings: namespaces.map(m.sidecarBinding),
     example: m.EXAMPLE_BINDING,
@@ -208,6 +217,7 @@ function assemble(
     webhookUrl?: URL;
     image?: string;
     gatewayApi: boolean;
+    gatewayMtls: boolean;
   },
 ): Obj[] {
   const out: Obj[] = [];
@@ -222,10 +232,11 @@ function assemble(
     )
       continue;
     if (obj.kind === 'Deployment' && o.image) setImage(obj, o.image);
-    const { deployment, gatewayApiArg } = CONTROL_PLANE.gateway;
-    if (o.gatewayApi && obj.kind === 'Deployment' && obj.metadata.name === deployment)
+    const { deployment, gatewayApiArg, mtlsArg } = CONTROL_PLANE.gateway;
+    const args: string[] = [...(o.gatewayApi ? [gatewayApiArg] : []), ...(o.gatewayMtls ? [mtlsArg] : [])];
+    if (args.length > 0 && obj.kind === 'Deployment' && obj.metadata.name === deployment)
       for (const c of containersOf(obj))
-        c.args = [...(c.args ?? []).filter((a) => a !== gatewayApiArg), gatewayApiArg];
+        c.args = [...(c.args ?? []).filter((a) => !args.includes(a)), ...args];
     if (obj.kind === 'MutatingWebhookConfiguration') {
       // Last: once it exists, creating a pod in an opted-in namespace needs the webhook.
       setClientConfig(obj, o.caBundle, o.webhookUrl);
@@ -297,6 +308,10 @@ export function installCommand(): Command {
     .option(
       '--gateway-api',
       'the gateway also serves Gateway API Gateways and HTTPRoutes (implies --gateway; adds its RBAC and the GatewayClass outrigger; the CRDs are yours to install); a re-run keeps it',
+    )
+    .option(
+      '--gateway-mtls',
+      'the gateway is a mesh client: a certificate from outrigger identity, and mutual TLS to meshed pods, so that pods under mtls strict accept it (implies --gateway); a re-run keeps it',
     )
     .option(
       '--rotate-certificate',

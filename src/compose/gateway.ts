@@ -22,6 +22,7 @@ import { systemClock, systemRandom, type Clock, type Random } from '../shared/cl
 import type { Logger } from '../shared/log.ts';
 import { discoveryGauges } from './discovery.ts';
 import { openGatewayDiscovery, type GatewayDiscoveryDeps } from './gateway-discovery.ts';
+import { openGatewayMesh } from './mesh.ts';
 import { createUpstream } from './upstream.ts';
 
 /** Attempts per request: the first plus two retries, as the sidecar (Istio's default policy). */
@@ -69,7 +70,14 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     },
   );
   const { store, resolver } = discovery;
-  const { balancers, upstream, forwarder } = createUpstream(config, { metrics, log, clock, random });
+  const mesh = await openGatewayMesh(config, { clock, log });
+  const { balancers, upstream, forwarder } = createUpstream(config, {
+    metrics,
+    log,
+    clock,
+    random,
+    ...(mesh ? { dial: mesh.dial } : {}),
+  });
   // Gateway hops are counted under their own direction label; tracing sees them as SERVER spans.
   const gatewayMetrics = {
     // No mesh identity at the edge: the caller label stays empty.
@@ -144,9 +152,14 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     port: config.adminPort,
     readiness: () => {
       const g = store.status();
+      const certified = mesh?.ready() ?? true;
       return {
-        ready: g.ready && !draining,
-        detail: { gateway: { ready: g.ready, routes: g.routes, stale: g.stale.length }, draining },
+        ready: g.ready && certified && !draining,
+        detail: {
+          gateway: { ready: g.ready, routes: g.routes, stale: g.stale.length },
+          ...(mesh ? { meshCertificate: certified } : {}),
+          draining,
+        },
       };
     },
     metrics,
@@ -157,11 +170,13 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
       config: () => config,
       balancer: () => balancers.view(),
       upstream: () => upstream.stats(),
+      ...(mesh ? { identity: () => mesh.view() } : {}),
     },
   });
   const closeAll = async (): Promise<void> => {
     listeners.close();
     upstream.close();
+    mesh?.close();
     await Promise.allSettled([admin.close(), discovery.close()]);
   };
   try {

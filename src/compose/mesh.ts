@@ -4,7 +4,9 @@
  * and kubelet's rewritten app probes on the admin port.
  */
 import { appHealth } from '../admin/app-health.ts';
+import type { GatewayConfig } from '../config/gateway-options.ts';
 import type { Config } from '../config/options.ts';
+import type { ClientMesh } from '../mesh/client-mesh.ts';
 import type { SidecarIdentity } from '../mesh/sidecar-identity.ts';
 import type { Clock } from '../shared/clock.ts';
 import { systemRandom } from '../shared/clock.ts';
@@ -27,6 +29,32 @@ export async function openMesh(
       appHost: (config.capture === 'transparent' && deps.env.OUTRIGGER_POD_IP) || '127.0.0.1',
     },
   );
+}
+
+/**
+ * The gateway's mesh (--mtls on): a client only. It dials meshed endpoints with its own identity
+ * and listens on no mesh port, so its settings are a strict listener's with nobody allowed in;
+ * strict also keeps it unready until it holds a certificate.
+ */
+export async function openGatewayMesh(
+  config: GatewayConfig,
+  deps: { clock: Clock; log: Logger },
+): Promise<ClientMesh | undefined> {
+  if (config.mtls === 'off') return undefined;
+  const [{ startSidecarIdentity }, { ClientMesh }] = await Promise.all([
+    import('../mesh/sidecar-identity.ts'),
+    import('../mesh/client-mesh.ts'),
+  ]);
+  const log = deps.log.child({ component: 'mesh' });
+  return new ClientMesh({
+    start: () =>
+      startSidecarIdentity(
+        { ...config, mtls: 'strict', allowFrom: [] },
+        { clock: deps.clock, random: systemRandom, log, appHost: '127.0.0.1' },
+      ),
+    clock: deps.clock,
+    log,
+  });
 }
 
 /** The data path's side of the mesh (nothing when mTLS is off). */

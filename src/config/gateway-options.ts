@@ -144,6 +144,22 @@ export const gatewayOptions = {
     describe: 'service.name of spans',
   }),
   logLevel: shared(sidecar.logLevel),
+  // The gateway as a mesh client (docs/gateway.md): an identity of its own from outrigger identity,
+  // and mutual TLS to every meshed endpoint, so that workloads under mtls strict accept it.
+  mtls: shared(sidecar.mtls, {
+    parser: p.oneOf('off', 'on'),
+    describe:
+      'mesh identity: on (a certificate from outrigger identity, and mutual TLS to meshed endpoints; unready until it holds one); off',
+  }),
+  meshPort: shared(sidecar.meshPort, { describe: "the meshed pods' mutual-TLS port" }),
+  trustDomain: shared(sidecar.trustDomain),
+  identityIssuer: shared(sidecar.identityIssuer),
+  identityTokenFile: shared(sidecar.identityTokenFile),
+  identityDir: shared(sidecar.identityDir, {
+    default: '/var/run/outrigger-gateway/identity',
+    describe: 'where the mesh key and certificate are kept (an in-memory emptyDir)',
+  }),
+  trustBundleFile: shared(sidecar.trustBundleFile),
 };
 
 export type GatewayOptionName = keyof typeof gatewayOptions;

@@ -370,32 +370,33 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
     await ready(true);
   });
 
-  test('the gateway, as a Deployment behind its Service, serves an Ingress to a pod', async () => {
-    // An upgrade that adds the gateway: install again, as the README says, with --gateway.
-    const manifests = await cli(['install', '--gateway', '--kubeconfig', c.cluster.kubeconfigPath]);
+  test('the gateway, as a Deployment behind its Service and a mesh client, serves Ingresses to a plain pod and to a strict one', async () => {
+    // An upgrade that adds the gateway: install again, as the README says, with --gateway-mtls.
+    const manifests = await cli(['install', '--gateway-mtls', '--kubeconfig', c.cluster.kubeconfigPath]);
     await kubectl(['apply', '-f', '-'], { input: manifests.stdout });
+    const ingress = (name: string) => ({
+      apiVersion: 'networking.k8s.io/v1',
+      kind: 'Ingress',
+      metadata: { name, namespace: ns },
+      spec: {
+        ingressClassName: 'outrigger',
+        rules: [
+          {
+            host: `${name}.example.com`,
+            http: {
+              paths: [
+                { path: '/', pathType: 'Prefix', backend: { service: { name, port: { name: 'http' } } } },
+              ],
+            },
+          },
+        ],
+      },
+    });
     await kubectl(['apply', '-f', '-'], {
       input: JSON.stringify({
-        apiVersion: 'networking.k8s.io/v1',
-        kind: 'Ingress',
-        metadata: { name: 'legacy', namespace: ns },
-        spec: {
-          ingressClassName: 'outrigger',
-          rules: [
-            {
-              host: 'legacy.example.com',
-              http: {
-                paths: [
-                  {
-                    path: '/',
-                    pathType: 'Prefix',
-                    backend: { service: { name: 'legacy', port: { name: 'http' } } },
-                  },
-                ],
-              },
-            },
-          ],
-        },
+        apiVersion: 'v1',
+        kind: 'List',
+        items: [ingress('legacy'), ingress('web')],
       }),
     });
     await kubectl([
@@ -409,29 +410,34 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
     const svc = JSON.parse(
       (await kubectl(['-n', 'outrigger-gateway', 'get', 'service', 'outrigger-gateway', '-o', 'json']))
         .stdout,
-    ) as {
-      spec: { clusterIP: string };
-    };
+    ) as { spec: { clusterIP: string } };
     // From the node (the host has no route to the cluster's addresses), as a client outside it.
-    const deadline = Date.now() + 60_000;
-    let last: ExecResult | undefined;
-    while (Date.now() < deadline) {
-      last = await c.inNode(
-        [
-          'curl',
-          '-sS',
-          '--max-time',
-          '5',
-          '-H',
-          'Host: legacy.example.com',
-          `http://${svc.spec.clusterIP}/index.html`,
-        ],
+    const get = (host: string) =>
+      c.inNode(
+        ['curl', '-sS', '--max-time', '5', '-H', `Host: ${host}`, `http://${svc.spec.clusterIP}/index.html`],
         { allowFail: true },
       );
-      if (last.stdout.trim() === LEGACY) return;
+    const server = (await podOf('web')).metadata.name;
+    const fromGateway = async () =>
+      counted(
+        await viaPodProxy(server, '/metrics'),
+        /direction="ingress".*caller="outrigger-gateway\/outrigger-gateway",status="200"/,
+      );
+    const before = await fromGateway();
+    const deadline = Date.now() + 60_000;
+    let last: Record<string, ExecResult> = {};
+    while (Date.now() < deadline) {
+      last = { legacy: await get('legacy.example.com'), web: await get('web.example.com') };
+      if (last.legacy?.stdout.trim() === LEGACY && last.web?.stdout.trim() === BODY) break;
       await new Promise((r) => setTimeout(r, 1000));
     }
-    assert.fail(`the gateway did not serve the Ingress: ${JSON.stringify(last)}`);
+    assert.equal(last.legacy?.stdout.trim(), LEGACY, `the plain pod: ${JSON.stringify(last.legacy)}`);
+    // Under mtls strict a plaintext caller gets 403 mesh_caller_denied: this one came over mutual TLS.
+    assert.equal(last.web?.stdout.trim(), BODY, `the strict pod: ${JSON.stringify(last.web)}`);
+    assert.ok(
+      (await fromGateway()) > before,
+      "the strict pod's sidecar counted the call under the gateway's identity",
+    );
   });
 
   test("outrigger status -n lists every injected pod with its sidecar ready and on the control plane's version; version shows the server side", async () => {

@@ -172,6 +172,33 @@ test('install --gateway-api adds the gateway with Gateway API on: its argument, 
   assert.doesNotMatch(plain.stdout, /gateway-api|GatewayClass/);
 });
 
+test('install --gateway-mtls makes the gateway a mesh client: its argument, and the trust bundle it reads', async () => {
+  const r = await runCli(['install', '--gateway-mtls']);
+  assert.equal(r.status, 0, r.stderr);
+  const objs = parseAllDocuments(r.stdout).map((d) => d.toJS() as Obj);
+  const gateway = objs.find(
+    (o) => o.kind === 'Deployment' && o.metadata.name === 'outrigger-gateway',
+  ) as unknown as {
+    spec: { template: { spec: { containers: { args: string[] }[]; volumes: { name: string }[] } } };
+  };
+  assert.ok(gateway, 'the gateway is implied');
+  assert.deepEqual(
+    gateway.spec.template.spec.containers[0]!.args.filter((a) => a.startsWith('--mtls')),
+    ['--mtls=on'],
+  );
+  const bundle = objs.find((o) => o.kind === 'ConfigMap' && o.metadata.name === 'outrigger-trust-bundle') as
+    (Obj & { metadata: { namespace: string; labels: Record<string, string> } }) | undefined;
+  assert.equal(bundle?.metadata.namespace, 'outrigger-gateway');
+  assert.equal(
+    bundle.metadata.labels['app.kubernetes.io/managed-by'],
+    'outrigger-identity',
+    'kept by the issuer',
+  );
+  assert.match(r.stderr, /certificate comes from outrigger identity/);
+  const plain = await runCli(['install', '--gateway']);
+  assert.doesNotMatch(plain.stdout, /--mtls=on/);
+});
+
 test('install checks its flags, and says when it binds no namespace', async () => {
   const bad = await runCli(['install', '--namespaces', 'Shop_1']);
   assert.equal(bad.status, 2);

@@ -36,6 +36,18 @@ test('an invalid value names the key, the value and what is allowed', () => {
   );
 });
 
+test('--mtls is off or on for the gateway: a mesh client has no listener to be permissive or strict with', () => {
+  assert.equal(loadGatewayConfig({}).mtls, 'off');
+  const on = loadGatewayConfig({ env: { OUTRIGGER_MTLS: 'on' } });
+  assert.equal(on.mtls, 'on');
+  assert.equal(on.identityDir, '/var/run/outrigger-gateway/identity', 'inside the snapshot emptyDir');
+  assert.equal(on.trustBundleFile, '/etc/outrigger/trust/ca.crt');
+  assert.throws(
+    () => loadGatewayConfig({ flags: { mtls: 'strict' } }),
+    /invalid flag --mtls="strict": expected one of off, on/,
+  );
+});
+
 test("the gateway's variables are known, so they draw no unknown-variable warning", () => {
   assert.deepEqual(
     unknownEnv({ OUTRIGGER_GATEWAY_HTTP_PORT: '1', OUTRIGGER_GATEWAY_SNAPSHOT_DIR: '/x' }),
