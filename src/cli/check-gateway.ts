@@ -1,4 +1,5 @@
 import { fail, pass, type CheckResult } from './check-result.ts';
+import { GATEWAY_CONTROLLER } from '../config/gateway-options.ts';
 import { CONTROL_PLANE } from './control-plane.ts';
 import type { KubeApi } from './kube-api.ts';
 
@@ -45,7 +46,7 @@ export async function gatewayChecks(api: KubeApi): Promise<CheckResult[]> {
   const c = await api.call('GET', CLASS);
   out.push(
     c.status === 200
-      ? pass('gateway class', `IngressClass ${ingressClass} (controller outrigger.dev/gateway)`)
+      ? classResult('gateway class', `IngressClass ${ingressClass}`, c.body, 'controller')
       : fail(
           'gateway class',
           `IngressClass ${ingressClass} is missing (${c.status}): the gateway serves no Ingress`,
@@ -61,7 +62,7 @@ export async function gatewayChecks(api: KubeApi): Promise<CheckResult[]> {
 async function gatewayApiCheck(api: KubeApi): Promise<CheckResult> {
   const g = await api.call('GET', GATEWAY_CLASS);
   if (g.status === 200)
-    return pass('gateway API', `GatewayClass ${ingressClass} (controller outrigger.dev/gateway)`);
+    return classResult('gateway API', `GatewayClass ${ingressClass}`, g.body, 'controllerName');
   const group = await api.call('GET', '/apis/gateway.networking.k8s.io/v1');
   return group.status === 404
     ? fail(
@@ -73,5 +74,22 @@ async function gatewayApiCheck(api: KubeApi): Promise<CheckResult> {
         'gateway API',
         `GatewayClass ${ingressClass} is missing (${g.status}): no Gateway is served`,
         'outrigger install --gateway-api | kubectl apply -f -',
+      );
+}
+
+/** A class names the controller that serves it: ours, or the gateway serves none of its objects. */
+function classResult(
+  name: string,
+  what: string,
+  body: unknown,
+  field: 'controller' | 'controllerName',
+): CheckResult {
+  const controller = (body as { spec?: Record<string, unknown> } | undefined)?.spec?.[field];
+  return controller === GATEWAY_CONTROLLER
+    ? pass(name, `${what} (${field} ${GATEWAY_CONTROLLER})`)
+    : fail(
+        name,
+        `${what} names ${field} ${JSON.stringify(controller)}, not ${GATEWAY_CONTROLLER}: the gateway serves nothing of it`,
+        `set spec.${field} of ${what} to ${GATEWAY_CONTROLLER} (a class's controller cannot be changed: delete and re-create it)`,
       );
 }

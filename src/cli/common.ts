@@ -45,7 +45,10 @@ export function requireReadableFile(flag: string, path: string): void {
  * The help text of a table option, in one notation for every command: what it does, then
  * (allowed values; env; annotation; live; default: V), the way commander prints its own defaults.
  */
-export function optionHelp(spec: OptionSpec<unknown>): string {
+export function optionHelp(
+  spec: Pick<OptionSpec<unknown>, 'parser' | 'env' | 'default' | 'describe'> &
+    Partial<Pick<OptionSpec<unknown>, 'annotation' | 'live'>>,
+): string {
   const allowed = spec.parser.allowed;
   const parts = [
     ...(allowed.startsWith('one of ') || allowed === 'true or false' ? [allowed] : []),

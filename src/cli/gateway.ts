@@ -1,5 +1,6 @@
 import { Command, Option } from 'commander';
 import { gatewayOptions, type GatewayOptionName } from '../config/gateway-options.ts';
+import { optionHelp } from './common.ts';
 
 /**
  * `outrigger gateway`: the Ingress controller (IngressClass controller outrigger.dev/gateway). Its
@@ -11,10 +12,7 @@ export function gatewayCommand(): Command {
   );
   const byAttribute = new Map<string, GatewayOptionName>();
   for (const name of Object.keys(gatewayOptions) as GatewayOptionName[]) {
-    const spec = gatewayOptions[name];
-    const d = spec.default as unknown;
-    const shown = d === undefined ? 'unset' : JSON.stringify(d);
-    const o = new Option(spec.flag, `${spec.describe} (env ${spec.env}; default ${shown})`);
+    const o = new Option(gatewayOptions[name].flag, optionHelp(gatewayOptions[name]));
     byAttribute.set(o.attributeName(), name);
     cmd.addOption(o);
   }

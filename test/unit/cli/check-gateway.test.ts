@@ -26,7 +26,10 @@ const lines = async (answers: Record<string, { status: number; body?: unknown }>
 test('with --gateway-api, check names missing CRDs, then a missing GatewayClass, and passes when both are there', async () => {
   const base = {
     [DEPLOYMENT]: deployment(['--gateway-api=true']),
-    '/apis/networking.k8s.io/v1/ingressclasses/outrigger': { status: 200 },
+    '/apis/networking.k8s.io/v1/ingressclasses/outrigger': {
+      status: 200,
+      body: { spec: { controller: 'outrigger.dev/gateway' } },
+    },
   };
   const noCrds = await lines(base);
   assert.match(noCrds.at(-1)!, /^fail gateway API: .*serves no gateway\.networking\.k8s\.io\/v1/);
@@ -34,12 +37,39 @@ test('with --gateway-api, check names missing CRDs, then a missing GatewayClass,
   assert.match(noClass.at(-1)!, /^fail gateway API: GatewayClass outrigger is missing/);
   const ok = await lines({
     ...base,
-    '/apis/gateway.networking.k8s.io/v1/gatewayclasses/outrigger': { status: 200 },
+    '/apis/gateway.networking.k8s.io/v1/gatewayclasses/outrigger': {
+      status: 200,
+      body: { spec: { controllerName: 'outrigger.dev/gateway' } },
+    },
   });
-  assert.match(ok.at(-1)!, /^pass gateway API: GatewayClass outrigger/);
+  assert.match(
+    ok.at(-1)!,
+    /^pass gateway API: GatewayClass outrigger \(controllerName outrigger\.dev\/gateway\)/,
+  );
   const ingressOnly = await lines({ ...base, [DEPLOYMENT]: deployment([]) });
   assert.ok(
     !ingressOnly.some((l) => l.includes('gateway API')),
     'nothing about Gateway API without the flag',
   );
+});
+
+test('a class of our name that another controller serves fails, naming the controller it has', async () => {
+  const out = await lines({
+    [DEPLOYMENT]: deployment(['--gateway-api=true']),
+    '/apis/networking.k8s.io/v1/ingressclasses/outrigger': {
+      status: 200,
+      body: { spec: { controller: 'k8s.io/ingress-nginx' } },
+    },
+    '/apis/gateway.networking.k8s.io/v1/gatewayclasses/outrigger': {
+      status: 200,
+      body: { spec: { controllerName: 'outrigger.dev/gateway' } },
+    },
+  });
+  assert.ok(
+    out.includes(
+      'fail gateway class: IngressClass outrigger names controller "k8s.io/ingress-nginx", not outrigger.dev/gateway: the gateway serves nothing of it',
+    ),
+    out.join('\n'),
+  );
+  assert.match(out.at(-1)!, /^pass gateway API/);
 });

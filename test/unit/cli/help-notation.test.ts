@@ -10,6 +10,7 @@ test("every command's help writes choices, env and default in one notation", () 
   for (const cmd of all(buildCli())) {
     const help = cmd.helpInformation().replace(/\s+/g, ' ');
     assert.doesNotMatch(help, /, env: |\(env: |choices: /, `${cmd.name()}: commander's notation`);
+    assert.doesNotMatch(help, /[(;] default [^:]/, `${cmd.name()}: "default: V", with its colon`);
     for (const o of cmd.options) {
       if (o.envVar) assert.ok(help.includes(`env ${o.envVar}`), `${cmd.name()} ${o.flags}: env ${o.envVar}`);
     }
