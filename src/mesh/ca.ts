@@ -40,11 +40,15 @@ export async function loadCa(
       throw new OutriggerError('source_invalid', `${flag} ${path}: ${errorMessage(e)}`);
     }
   };
-  const [certText, keyText, bundleText] = await Promise.all([
-    read('--ca-cert', files.certFile),
-    read('--ca-key', files.keyFile),
-    files.trustBundleFile ? read('--trust-bundle', files.trustBundleFile) : undefined,
-  ]);
+  // Read side by side, awaited in flag order: with two files missing, the error names the first
+  // flag, not whichever read happened to fail first.
+  const cert = read('--ca-cert', files.certFile);
+  const key_ = read('--ca-key', files.keyFile);
+  const bundle = files.trustBundleFile ? read('--trust-bundle', files.trustBundleFile) : undefined;
+  for (const p of [cert, key_, bundle]) p?.catch(() => {}); // reported below, in order
+  const certText = await cert;
+  const keyText = await key_;
+  const bundleText = await bundle;
   const pems = splitPemCertificates(certText);
   const first = pems[0];
   if (!first) throw bad(`--ca-cert ${files.certFile}: no PEM certificate in the file`);
