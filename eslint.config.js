@@ -13,10 +13,10 @@ const allowed = {
   // The Kubernetes API client every tenant shares: connections, transport, typed calls.
   kube: ['shared', 'config', 'token'],
   discovery: ['shared', 'config', 'token', 'kube'],
-  routing: ['shared', 'config', 'discovery'],
+  routing: ['shared', 'config', 'discovery', 'routes'],
   balance: ['shared', 'config'],
   tracing: ['shared', 'config'],
-  proxy: ['shared', 'config', 'discovery', 'routing', 'balance'],
+  proxy: ['shared', 'config', 'discovery', 'routing', 'routes', 'balance'],
   admin: ['shared', 'config'],
   injector: ['shared', 'config'],
   // Gateway API objects and the HTTPRoute table (matching, filters, weights): a pure model that the

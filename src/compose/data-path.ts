@@ -7,6 +7,7 @@
 import type { AppHealth } from '../admin/app-health.ts';
 import { Metrics } from '../admin/metrics.ts';
 import type { Config } from '../config/options.ts';
+import type { MeshRouteTable } from '../routes/mesh.ts';
 import type { Resolver } from '../discovery/types.ts';
 import type { OriginalDestination } from '../proxy/capture-port.ts';
 import { createH2DataPath } from '../proxy/h2/index.ts';
@@ -77,8 +78,10 @@ export interface DataPathDeps {
   mesh?: MeshWiring;
   /** Kubelet's rewritten app probes, replayed on the admin port (mtls strict). */
   appHealth?: AppHealth;
-  /** More /debug sections (mesh identity). */
+  /** More /debug sections (mesh identity, routes). */
   debugExtra?: Record<string, () => unknown>;
+  /** HTTPRoutes attached to Services (--mesh-routes), applied to the app's HTTP/1.1 calls. */
+  routes?: { table(): MeshRouteTable };
 }
 
 export interface DataPath {

@@ -3,7 +3,10 @@
  * next): the resolver with its last-known-good snapshot, and what the admin API shows of it
  * (readiness detail and metric gauges).
  */
+import type { Config } from '../config/options.ts';
 import type { Discovery, DiscoveryConfig } from '../discovery/index.ts';
+import type { MeshRoutes } from '../routing/mesh-routes.ts';
+import { OutriggerError } from '../shared/errors.ts';
 import type { DiscoveryStatus } from '../discovery/types.ts';
 import type { Clock, Random } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
@@ -16,6 +19,38 @@ export async function openDiscovery(
   // Loaded here, not at the top: createDataPath's users (the demo, tests) need no discovery factory.
   const { createDiscovery } = await import('../discovery/index.ts');
   return createDiscovery(config, { clock: deps.clock, random: deps.random, logger: deps.log, env: deps.env });
+}
+
+/**
+ * --mesh-routes: the HTTPRoutes attached to Services (and the ReferenceGrants they need), read on
+ * discovery's API connection; undefined when off.
+ */
+export async function openMeshRoutes(
+  config: Pick<Config, 'meshRoutes'>,
+  discovery: Discovery,
+  clock: Clock,
+): Promise<MeshRoutes | undefined> {
+  if (!config.meshRoutes) return undefined;
+  if (!discovery.reflectors)
+    throw new OutriggerError(
+      'config_invalid',
+      '--mesh-routes needs the Kubernetes API source: routes are read from the API (unset --source)',
+    );
+  const { MeshRoutes } = await import('../routing/mesh-routes.ts');
+  // Every backend a route names is subscribed at once: the first call does not wait for it, and
+  // the snapshot holds it.
+  const routes = new MeshRoutes(
+    discovery.reflectors,
+    () => clock.now(),
+    (table) => {
+      for (const key of table.backends()) {
+        const [namespace = '', name = ''] = key.split('/');
+        void discovery.resolve({ namespace, name }, { waitMs: 0 });
+      }
+    },
+  );
+  routes.start();
+  return routes;
 }
 
 /** Discovery's part of the /readyz detail. */

@@ -10,7 +10,7 @@ import type { OriginalDestination } from '../proxy/capture-port.ts';
 import { systemClock, systemRandom } from '../shared/clock.ts';
 import { createLogger, type LogLevel } from '../shared/log.ts';
 import { createDataPath } from './data-path.ts';
-import { openDiscovery } from './discovery.ts';
+import { openDiscovery, openMeshRoutes } from './discovery.ts';
 import { meshDeps, openMesh } from './mesh.ts';
 import { annotationsFile, applyLiveOptions, readPodFile, watchAnnotations } from './live-options.ts';
 import { untilStopped } from './signals.ts';
@@ -25,10 +25,18 @@ export async function runSidecar(
   const clock = systemClock;
   const log = createLogger({ level: config.logLevel as LogLevel, base: { component: 'outrigger' } });
   const discovery = await openDiscovery(config, { clock, random: systemRandom, log, env });
-  const mesh = await openMesh(config, { clock, log, env }).catch(async (e: unknown) => {
+  const routes = await openMeshRoutes(config, discovery, clock).catch(async (e: unknown) => {
     await discovery.close();
     throw e;
   });
+  const closeDiscovery = async (): Promise<void> => {
+    await Promise.allSettled([routes?.stop(), discovery.close()]);
+  };
+  const mesh = await openMesh(config, { clock, log, env }).catch(async (e: unknown) => {
+    await closeDiscovery();
+    throw e;
+  });
+  const meshPart = meshDeps(mesh, config, env);
   const labels = readPodFile(join(podInfoDir, 'labels'));
   const zone = config.zone ?? labels['topology.kubernetes.io/zone'];
   const { tracing, pod } = openTracing(config, { env, labels, log });
@@ -48,14 +56,16 @@ export async function runSidecar(
     configView: () => config,
     drainGraceMs: config.drainSeconds * 1000,
     metricsExtra: () => ({ ...traceMetrics(), ...mesh?.identity.metrics() }),
-    ...meshDeps(mesh, config, env),
+    ...meshPart,
+    ...(routes ? { routes } : {}),
+    debugExtra: { ...meshPart.debugExtra, ...(routes ? { routes: () => routes.status() } : {}) },
   });
   try {
     await dataPath.start();
   } catch (e) {
     // A port in use must not leave discovery's watches and timers holding the process open.
     mesh?.close();
-    await Promise.allSettled([dataPath.close(), tracing.shutdown(), discovery.close()]);
+    await Promise.allSettled([dataPath.close(), tracing.shutdown(), closeDiscovery()]);
     throw e;
   }
   log.info('outrigger proxy started', {
@@ -72,7 +82,7 @@ export async function runSidecar(
     watcher?.close();
     return dataPath.drain(config.drainSeconds * 1000).then(() => {
       mesh?.close();
-      return Promise.allSettled([tracing.shutdown(), discovery.close(), dataPath.close()]);
+      return Promise.allSettled([tracing.shutdown(), closeDiscovery(), dataPath.close()]);
     });
   });
 }

@@ -376,6 +376,16 @@ export const options = {
       'inject as a native sidecar (Kubernetes 1.29+); false: a first app container that holds the app until ready',
     scope: 'inject',
   }),
+  meshRoutes: opt({
+    flag: '--mesh-routes <bool>',
+    env: 'OUTRIGGER_MESH_ROUTES',
+    annotation: a('mesh-routes'),
+    parser: p.bool,
+    default: false,
+    describe:
+      "apply Gateway API HTTPRoutes whose parentRef is a Service (GAMMA) to the app's HTTP/1.1 calls (needs the CRDs; API source only)",
+    scope: 'proxy',
+  }),
   // Mesh identity and mutual TLS (docs/identity.md).
   mtls: opt({
     flag: '--mtls <mode>',

@@ -7,6 +7,7 @@ import type { KubeConnection } from '../kube/connection.ts';
 import { podTokenConnection } from '../kube/in-cluster.ts';
 import { chooseProtocol } from '../kube/senders.ts';
 import { createTransport, type KubeTransport } from '../kube/transport.ts';
+import { reflectorsOf, type NewReflector } from './reflectors.ts';
 import { createKubeResolver, type KubeResolverOptions } from './resolver.ts';
 import type { Resolver } from './types.ts';
 
@@ -28,6 +29,8 @@ export interface DiscoveryDeps {
 export interface Discovery extends Resolver {
   /** The namespace short names resolve in: --namespace, else the token's, else the kubeconfig's. */
   readonly namespace: string;
+  /** More collections on the same API connection and tuning (absent with the file source). */
+  readonly reflectors?: NewReflector;
 }
 
 export type DiscoveryConfig = Pick<
@@ -123,6 +126,12 @@ export async function createDiscovery(config: DiscoveryConfig, deps: DiscoveryDe
   const link = await connectKube(config, deps);
   const { transport, identity, namespace, protocol } = link;
   const ns = config.namespace ?? namespace ?? 'default';
+  const reflector = {
+    watchTimeoutS: watchTimeoutFor(protocol),
+    relistSpreadMs: RELIST_SPREAD_MS,
+    recoverySpreadMs: RECONNECT_SPREAD_MS,
+    ...deps.tuning?.reflector,
+  };
   const resolver = await createKubeResolver({
     api: transport,
     clock: deps.clock,
@@ -136,16 +145,13 @@ export async function createDiscovery(config: DiscoveryConfig, deps: DiscoveryDe
     tokenExpiresAt: () => identity?.expiresAt(),
     sliceBatchMs: SLICE_BATCH_MS,
     ...deps.tuning,
-    reflector: {
-      watchTimeoutS: watchTimeoutFor(protocol),
-      relistSpreadMs: RELIST_SPREAD_MS,
-      recoverySpreadMs: RECONNECT_SPREAD_MS,
-      ...deps.tuning?.reflector,
-    },
+    reflector,
   });
   const close = resolver.close.bind(resolver);
+  const reflectors = reflectorsOf({ api: transport, ...deps, reflector });
   return Object.assign(resolver, {
     namespace: ns,
+    reflectors,
     close: async (): Promise<void> => {
       await close();
       link.close();

@@ -1,4 +1,4 @@
-import type { ReflectorSink } from '../discovery/reflector.ts';
+import type { ReflectorSink } from './reflector.ts';
 
 /**
  * What a change touched: `data` what a table is built from, `state` only listed/failure (staleness),
@@ -8,7 +8,7 @@ import type { ReflectorSink } from '../discovery/reflector.ts';
 export type SetChange = 'data' | 'state' | 'status';
 
 /**
- * One collection the gateway reads (Ingresses, IngressClasses, one TLS Secret), as a reflector
+ * One collection read from the API (the gateway's Ingresses, a sidecar's HTTPRoutes), as a reflector
  * delivers it, under the last-known-good rules: only a complete list replaces the set (the only
  * time absence means deletion), watch events patch it, and a failure removes nothing — it marks
  * the set stale. slim() returning undefined means "not an object we keep" (a Secret that is not of

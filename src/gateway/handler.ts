@@ -7,14 +7,15 @@ import type { Logger } from '../shared/log.ts';
 import { ThrottledLog } from '../shared/log-throttle.ts';
 import type { Forwarder } from '../proxy/forward.ts';
 import { toOriginForm, upstreamRequestHeaders } from '../proxy/headers.ts';
-import { normalisePath } from './path.ts';
+import { normalisePath } from '../routes/path.ts';
 import { startRequestHop, type Hop, type HopObserver } from '../proxy/observer.ts';
 import { sendError, statusOf, writeSocketError, type ProxyErrorCode } from '../proxy/status.ts';
 import { planBackend, type BackendDecision, type BackendPolicy } from './backend.ts';
 import type { GatewayHandler } from './listeners.ts';
 import { normalizeHost, type RouteTable } from './table.ts';
 import type { GatewayRouteTable, Selected } from '../routes/table.ts';
-import { httpRouteAction, matchHttpRoute } from './http-route.ts';
+import { httpRouteAction } from '../routes/action.ts';
+import { matchHttpRoute } from './http-route.ts';
 
 /**
  * One request through the gateway: Host and path -> an HTTPRoute rule (Gateway API), else an

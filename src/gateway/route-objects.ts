@@ -16,7 +16,7 @@ import {
   type RouteMeta,
 } from '../routes/objects.ts';
 import { GatewayRouteTable } from '../routes/table.ts';
-import { ObjectSet, type SetChange } from './object-set.ts';
+import { ObjectSet, type SetChange } from '../discovery/object-set.ts';
 
 /**
  * The Gateway API objects the gateway reads (`--gateway-api`), under the same last-known-good

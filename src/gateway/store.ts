@@ -11,7 +11,7 @@ import {
 import type { Clock, Random } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
 import { selectIngresses, type ClassPolicy } from './classes.ts';
-import { ObjectSet, type SetChange } from './object-set.ts';
+import { ObjectSet, type SetChange } from '../discovery/object-set.ts';
 import {
   ingressToApi,
   objectKey,

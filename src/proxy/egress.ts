@@ -9,6 +9,7 @@ import type { Destination as RouteDestination } from '../routing/router.ts';
 import type { Destination, OriginalDestination } from './capture-port.ts';
 import type { Dial } from './dial.ts';
 import { decide, decideNow, type Decision, type EgressPolicy } from './egress-plan.ts';
+import { routeCall, type EgressRoutes } from './egress-routes.ts';
 import type { Forwarder } from './forward.ts';
 import { toOriginForm, upstreamRequestHeaders } from './headers.ts';
 import { hopToken, markHop, seenBefore } from './loop.ts';
@@ -37,6 +38,8 @@ export interface EgressOptions {
   detectTimeoutMs?: number;
   /** Opens TCP streams to a Service's endpoints (mutual TLS to meshed ones); passthrough stays plain. */
   tcpDial?: Dial;
+  /** HTTPRoutes attached to Services (GAMMA), applied to HTTP/1.1 requests and upgrades. */
+  routes?: EgressRoutes;
   /**
    * Takes over a CONNECT tunnel to a Service port that speaks h2c (appProtocol) whose client
    * opened with the h2c preface: its streams are then balanced one by one. Resolves when the
@@ -53,6 +56,12 @@ const ESTABLISHED = 'HTTP/1.1 200 Connection Established\r\n\r\n';
 const DETECT_TIMEOUT_MS = 1_000;
 
 type Plan = Extract<Decision, { kind: 'plan' }>;
+
+/** An HTTP request's decision: a plan (with a route's request edit), a proxy error, or a route's redirect. */
+type Routed =
+  | Extract<Decision, { kind: 'error' }>
+  | (Plan & { edit?: (req: IncomingMessage) => void })
+  | { kind: 'redirect'; status: number; location: string };
 
 type Target = { dest: RouteDestination; original?: Destination } | { error: string; code?: 'misdirected' };
 
@@ -127,7 +136,14 @@ export class EgressHandler {
       hop.end({ status, errorCode: decision.code, errorMessage: decision.detail });
       return;
     }
+    if (decision.kind === 'redirect') {
+      res.writeHead(decision.status, { location: decision.location, 'content-length': 0 });
+      res.end();
+      hop.end({ status: decision.status });
+      return;
+    }
     req.headers = this.#upstreamHeaders(req, false);
+    decision.edit?.(req);
     const result = await this.#o.forwarder.forward(req, res, decision, hop);
     if (result.errorCode)
       this.#problems.warn(`${result.errorCode}\u0000${decision.service ?? ''}`, 'egress request failed', {
@@ -141,7 +157,14 @@ export class EgressHandler {
   async #upgrade(req: IncomingMessage, socket: Socket, head: Buffer, hop: Hop): Promise<void> {
     const decision = await this.#route(req, hop);
     if (decision.kind === 'error') return this.#socketFail(socket, hop, decision.code, decision.detail);
+    if (decision.kind === 'redirect') {
+      socket.end(
+        `HTTP/1.1 ${decision.status} Redirect\r\nlocation: ${decision.location}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n`,
+      );
+      return hop.end({ status: decision.status });
+    }
     req.headers = this.#upstreamHeaders(req, true);
+    decision.edit?.(req);
     this.#o.forwarder.upgrade(req, socket, head, decision, hop, (code, detail) =>
       this.#socketFail(socket, hop, code, detail),
     );
@@ -247,15 +270,40 @@ export class EgressHandler {
    * Destination of an HTTP request, then the decision; a malformed target is a bad_request
    * decision. Synchronous when discovery already knows the Service: no promise per request.
    */
-  #route(req: IncomingMessage, hop: Hop): Decision | Promise<Decision> {
+  #route(req: IncomingMessage, hop: Hop): Routed | Promise<Routed> {
     if (seenBefore(req.headers, this.#token))
       return { kind: 'error', code: 'loop_detected', detail: 'this request already passed this sidecar' };
     const target = this.#target(req);
     if ('error' in target) return { kind: 'error', code: target.code ?? 'bad_request', detail: target.error };
     const client = req.socket.remoteAddress ?? '';
     const now = decideNow(this.#o.policy, target.dest, target.original, client);
-    if (now) return this.#noted(hop, now);
-    return decide(this.#o.policy, target.dest, target.original, client).then((d) => this.#noted(hop, d));
+    if (now) return this.#routed(req, hop, target.dest, now, client);
+    return decide(this.#o.policy, target.dest, target.original, client).then((d) =>
+      this.#routed(req, hop, target.dest, d, client),
+    );
+  }
+
+  /** The decision for the Service, or for the backend an HTTPRoute attached to it draws. */
+  #routed(
+    req: IncomingMessage,
+    hop: Hop,
+    dest: RouteDestination,
+    d: Decision,
+    client: string,
+  ): Routed | Promise<Routed> {
+    const routes = this.#o.routes;
+    if (!routes || d.kind !== 'plan' || d.passthrough || d.service === undefined) return this.#noted(hop, d);
+    const step = routeCall(routes, d.service, dest.port ?? dest.defaultPort, req);
+    if (step.kind === 'as_is') return this.#noted(hop, d);
+    if (step.kind === 'redirect') return step;
+    if (step.kind === 'error') return this.#noted(hop, { ...step, service: d.service });
+    const { dest: to, edit, kind: _, ...limits } = step;
+    const withRoute = (b: Decision): Routed => {
+      const noted = this.#noted(hop, b);
+      return noted.kind === 'plan' ? { ...noted, ...limits, edit } : noted;
+    };
+    const now = decideNow(this.#o.policy, to, undefined, client);
+    return now ? withRoute(now) : decide(this.#o.policy, to, undefined, client).then(withRoute);
   }
 
   #noted(hop: Hop, decision: Decision): Decision {

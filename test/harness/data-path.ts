@@ -7,7 +7,7 @@ import path from 'node:path';
 import { startCluster, type TestCluster } from './cluster.ts';
 import { sidecarIdentity } from './discovery.ts';
 import { requireNetns, type Netns } from './netns.ts';
-import { netnsPod, type LoadSummary, type OutriggerProcess } from './netns-pod.ts';
+import { netnsPod, type LoadSummary, type OutriggerProcess, type ProxiedResponse } from './netns-pod.ts';
 
 export type { LoadSummary };
 export type Sidecar = OutriggerProcess;
@@ -25,6 +25,8 @@ export interface PodEnv {
   startSidecar(extra?: string[]): Promise<Sidecar>;
   /** Runs the load generator to completion; resolves with its summary. */
   load(intervalMs: number, durationMs: number, urls: string[]): Promise<LoadSummary>;
+  /** One GET through the sidecar's egress (an absolute-form URL, as an app behind HTTP_PROXY sends it). */
+  get(url: string, headers?: Record<string, string>): Promise<ProxiedResponse>;
   admin(pathname: string): Promise<{ status: number; body: string }>;
   close(): Promise<void>;
 }
@@ -46,6 +48,7 @@ export async function podEnv(cluster: TestCluster, namespace: string): Promise<P
         ADMIN_PORT,
       ),
     load: (intervalMs, durationMs, urls) => pod.load(EGRESS_PORT, intervalMs, durationMs, urls),
+    get: (url, headers) => pod.get(EGRESS_PORT, url, headers),
     admin: (pathname) => pod.admin(ADMIN_PORT, pathname),
     async close() {
       await pod.close();

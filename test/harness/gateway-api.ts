@@ -1,13 +1,16 @@
 // Gateway API in the test cluster: the standard channel's CRDs as sigs.k8s.io/gateway-api publishes
 // them (fetched by `scripts/test-cluster build`), the gateway's opt-in RBAC and GatewayClass from
 // manifests/gateway/gateway-api.yaml, and the objects the tests route by.
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import type { TestContext } from 'node:test';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { parseAllDocuments } from 'yaml';
-import { gatewayManifest, GATEWAY_NAMESPACE } from './gateway.ts';
+import { applyGatewayRbac, gatewayManifest, GATEWAY_NAMESPACE } from './gateway.ts';
 import type { KubeAdmin } from './kube.ts';
-import { testBinaries } from './tools.ts';
+import { startCluster, type TestCluster } from './cluster.ts';
+import { requireNetns } from './netns.ts';
+import { requireTool, testBinaries } from './tools.ts';
 
 type Obj = Record<string, unknown> & { kind: string; metadata?: { name?: string; namespace?: string } };
 
@@ -51,3 +54,46 @@ export const httpRoute = (ns: string, name: string, spec: Record<string, unknown
   metadata: { name, namespace: ns },
   spec: { parentRefs: [{ name: 'edge', namespace: GATEWAY_NAMESPACE }], ...spec },
 });
+
+/** A backendRef to port 80 of a Service. */
+export const backendTo = (name: string, weight?: number) => ({
+  name,
+  port: 80,
+  ...(weight === undefined ? {} : { weight }),
+});
+
+/**
+ * The rules both the gateway's and the sidecar's route tests read off real responses: a 1:1 split,
+ * `/checkout` (Exact) before it, a header match, and a prefix rewrite of `/legacy` to `/v2`.
+ */
+export const canaryRules = (stable: string, canary: string, checkoutTo: string): object[] => [
+  { backendRefs: [backendTo(stable, 1), backendTo(canary, 1)] },
+  { matches: [{ path: { type: 'Exact', value: '/checkout' } }], backendRefs: [backendTo(checkoutTo)] },
+  { matches: [{ headers: [{ name: 'x-canary', value: '1' }] }], backendRefs: [backendTo(canary)] },
+  {
+    matches: [{ path: { type: 'PathPrefix', value: '/legacy' } }],
+    filters: [
+      { type: 'URLRewrite', urlRewrite: { path: { type: 'ReplacePrefixMatch', replacePrefixMatch: '/v2' } } },
+    ],
+    backendRefs: [backendTo(stable)],
+  },
+];
+
+/**
+ * A cluster with the Gateway API CRDs and the gateway's RBAC, stopped after the test, and a fresh
+ * namespace; undefined when the test skips (no network namespaces, no CRDs built).
+ */
+export async function gatewayApiCluster(
+  t: TestContext,
+  prefix: string,
+): Promise<{ cluster: TestCluster; ns: string } | undefined> {
+  if (!requireNetns(t)) return undefined;
+  const crds = existsSync(path.join(gatewayApiCrdsDir(), 'gateway.networking.k8s.io_httproutes.yaml'));
+  if (!requireTool(t, crds, 'the Gateway API CRDs', 'run scripts/test-cluster build')) return undefined;
+  const cluster = await startCluster(t);
+  if (!cluster) return undefined;
+  t.after(() => cluster.stop());
+  await applyGatewayRbac(cluster.admin);
+  await installGatewayApi(cluster.admin);
+  return { cluster, ns: await cluster.admin.createNamespace(prefix) };
+}

@@ -10,7 +10,13 @@ import type { TestCluster } from './cluster.ts';
 import type { FaultAction, FaultProxy } from './fault-proxy.ts';
 import { createService, createSlice } from './discovery.ts';
 import type { KubeAdmin } from './kube.ts';
-import { netnsPod, type LoadSummary, type NetnsPod, type OutriggerProcess } from './netns-pod.ts';
+import {
+  netnsPod,
+  type LoadSummary,
+  type NetnsPod,
+  type OutriggerProcess,
+  type ProxiedResponse,
+} from './netns-pod.ts';
 import { writeTokenDir } from './token-dir.ts';
 import { repoRoot } from './tools.ts';
 
@@ -33,11 +39,7 @@ export interface GatewayPod extends Pick<NetnsPod, 'ns' | 'startBackend' | 'clos
   /** Steady GETs through the gateway's HTTP port, or another proxy's (absolute-form URLs). */
   load(intervalMs: number, durationMs: number, urls: string[], port?: number): Promise<LoadSummary>;
   /** One GET inside the namespace (to the gateway, or another proxy's port): status, body, x-outrigger-error, the backend's x-path. */
-  get(
-    url: string,
-    port?: number,
-    headers?: Record<string, string>,
-  ): Promise<{ status: number; body: string; error: string; path: string; location: string }>;
+  get(url: string, port?: number, headers?: Record<string, string>): Promise<ProxiedResponse>;
   admin(pathname: string): Promise<{ status: number; body: string }>;
   /** The subject CN of the certificate the HTTPS listener presents for servername ('' = no SNI). */
   certificateFor(servername: string): Promise<string>;
@@ -74,10 +76,7 @@ export async function gatewayPod(cluster: TestCluster, apiTarget: string): Promi
     startGateway: (extra = []) => pod.startOutrigger('gateway', [...flags, ...extra], GATEWAY_PORTS.admin),
     load: (intervalMs, durationMs, urls, port = GATEWAY_PORTS.http) =>
       pod.load(port, intervalMs, durationMs, urls),
-    get(target, port = GATEWAY_PORTS.http, headers = {}) {
-      const script = `const r=require('http').request({host:'127.0.0.1',port:${port},path:${JSON.stringify(target)},headers:${JSON.stringify(headers)}},res=>{let b='';res.on('data',d=>b+=d);res.on('end',()=>process.stdout.write(JSON.stringify({status:res.statusCode,body:b,error:res.headers['x-outrigger-error']??'',path:res.headers['x-path']??'',location:res.headers.location??''})))});r.on('error',e=>process.stdout.write(JSON.stringify({status:0,body:'',error:e.message,path:'',location:''})));r.end()`;
-      return pod.nodeJson(script);
-    },
+    get: (target, port = GATEWAY_PORTS.http, headers = {}) => pod.get(port, target, headers),
     admin: (pathname) => pod.admin(GATEWAY_PORTS.admin, pathname),
     certificateFor(servername) {
       const sni = servername ? `servername:${JSON.stringify(servername)},` : '';

@@ -43,8 +43,18 @@ export interface NetnsPod {
   load(port: number, intervalMs: number, durationMs: number, urls: string[]): Promise<LoadSummary>;
   /** Runs `node -e script` in the namespace and parses what it prints as JSON. */
   nodeJson<T>(script: string): Promise<T>;
+  /** One GET to a proxy port in the namespace: status, body, x-outrigger-error, the backend's x-path, Location. */
+  get(port: number, target: string, headers?: Record<string, string>): Promise<ProxiedResponse>;
   admin(port: number, pathname: string): Promise<{ status: number; body: string }>;
   close(): Promise<void>;
+}
+
+export interface ProxiedResponse {
+  status: number;
+  body: string;
+  error: string;
+  path: string;
+  location: string;
 }
 
 export function exited(child: ChildProcess): Promise<void> {
@@ -138,6 +148,10 @@ export async function netnsPod(name: string, apiTarget: string): Promise<NetnsPo
       return JSON.parse(r.stdout) as LoadSummary;
     },
     nodeJson,
+    get(port, target, headers = {}) {
+      const script = `const r=require('http').request({host:'127.0.0.1',port:${port},path:${JSON.stringify(target)},headers:${JSON.stringify(headers)}},res=>{let b='';res.on('data',d=>b+=d);res.on('end',()=>process.stdout.write(JSON.stringify({status:res.statusCode,body:b,error:res.headers['x-outrigger-error']??'',path:res.headers['x-path']??'',location:res.headers.location??''})))});r.on('error',e=>process.stdout.write(JSON.stringify({status:0,body:'',error:e.message,path:'',location:''})));r.end()`;
+      return nodeJson(script);
+    },
     admin(port, pathname) {
       const script = `fetch('http://127.0.0.1:${port}${pathname}').then(async r => process.stdout.write(JSON.stringify({status:r.status, body: await r.text()})), () => process.stdout.write(JSON.stringify({status:0, body:''})))`;
       return nodeJson(script);

@@ -11,48 +11,21 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { test, type TestContext } from 'node:test';
+import { test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
-import { startCluster } from '../harness/cluster.ts';
 import { createService, createSlice, waitFor } from '../harness/discovery.ts';
 import { startFaultProxy } from '../harness/fault-proxy.ts';
-import {
-  applyGatewayRbac,
-  gatewayPod,
-  gatewayStatus,
-  relistFaults,
-  type GatewayPod,
-} from '../harness/gateway.ts';
-import { edgeGateway, gatewayApiCrdsDir, httpRoute, installGatewayApi } from '../harness/gateway-api.ts';
-import { requireNetns } from '../harness/netns.ts';
-import { requireTool } from '../harness/tools.ts';
+import { gatewayPod, gatewayStatus, relistFaults, type GatewayPod } from '../harness/gateway.ts';
+import { backendTo, canaryRules, edgeGateway, gatewayApiCluster, httpRoute } from '../harness/gateway-api.ts';
 
 const STABLE = '10.244.0.101';
 const CANARY = '10.244.0.102';
 const HOST = 'http://shop.example.com';
-const to = (name: string, weight?: number) => ({
-  name,
-  port: 80,
-  ...(weight === undefined ? {} : { weight }),
-});
-
 const shopRoute = (ns: string, exactTo = 'canary') =>
   httpRoute(ns, 'shop', {
     hostnames: ['shop.example.com'],
     rules: [
-      { backendRefs: [to('stable', 1), to('canary', 1)] },
-      { matches: [{ path: { type: 'Exact', value: '/checkout' } }], backendRefs: [to(exactTo)] },
-      { matches: [{ headers: [{ name: 'x-canary', value: '1' }] }], backendRefs: [to('canary')] },
-      {
-        matches: [{ path: { type: 'PathPrefix', value: '/legacy' } }],
-        filters: [
-          {
-            type: 'URLRewrite',
-            urlRewrite: { path: { type: 'ReplacePrefixMatch', replacePrefixMatch: '/v2' } },
-          },
-        ],
-        backendRefs: [to('stable')],
-      },
+      ...canaryRules('stable', 'canary', exactTo),
       {
         matches: [{ path: { type: 'Exact', value: '/old' } }],
         filters: [
@@ -79,24 +52,11 @@ async function routesServed(pod: GatewayPod, exactTo = CANARY): Promise<void> {
   assert.deepEqual([moved.status, moved.location], [301, 'http://shop.example.com/new']);
 }
 
-function requireCrds(t: TestContext): boolean {
-  return requireTool(
-    t,
-    existsSync(path.join(gatewayApiCrdsDir(), 'gateway.networking.k8s.io_httproutes.yaml')),
-    'the Gateway API CRDs',
-    'run scripts/test-cluster build',
-  );
-}
-
 test('gateway API: routes served and their status written; faults, outage and restart keep them', async (t) => {
-  if (!requireNetns(t) || !requireCrds(t)) return;
-  const cluster = await startCluster(t);
-  if (!cluster) return;
-  t.after(() => cluster.stop());
+  const env = await gatewayApiCluster(t, 'gwapi');
+  if (!env) return;
+  const { cluster, ns } = env;
   const admin = cluster.admin;
-  await applyGatewayRbac(admin);
-  await installGatewayApi(admin);
-  const ns = await admin.createNamespace('gwapi');
   for (const [name, ip] of [
     ['stable', STABLE],
     ['canary', CANARY],
@@ -109,7 +69,7 @@ test('gateway API: routes served and their status written; faults, outage and re
   await admin.apply(
     httpRoute(ns, 'cross', {
       hostnames: ['cross.example.com'],
-      rules: [{ backendRefs: [{ ...to('stable'), namespace: 'default' }] }],
+      rules: [{ backendRefs: [{ ...backendTo('stable'), namespace: 'default' }] }],
     }),
   );
 

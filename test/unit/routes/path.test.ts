@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { normalisePath, removeDotSegments } from '../../../src/gateway/path.ts';
+import { normalisePath, removeDotSegments } from '../../../src/routes/path.ts';
 
 test('dot-segments are removed as RFC 3986 section 5.2.4 says', () => {
   const cases: [string, string][] = [
