@@ -38,17 +38,24 @@ export async function openMeshRoutes(
     );
   const { MeshRoutes } = await import('../routing/mesh-routes.ts');
   // Every backend a route names is subscribed at once: the first call does not wait for it, and
-  // the snapshot holds it.
+  // the snapshot holds it, as it holds the routes. kept.snapshot is set once the snapshot has
+  // handed its routes over (their load builds the first table).
+  const kept: { snapshot?: { changed(): void } } = {};
   const routes = new MeshRoutes(
     discovery.reflectors,
     () => clock.now(),
     (table) => {
+      kept.snapshot?.changed();
       for (const key of table.backends()) {
         const [namespace = '', name = ''] = key.split('/');
         void discovery.resolve({ namespace, name }, { waitMs: 0 });
       }
     },
   );
+  kept.snapshot = discovery.keepInSnapshot?.({
+    collect: () => routes.collect(),
+    load: (t) => routes.load(t),
+  });
   routes.start();
   return routes;
 }

@@ -8,7 +8,7 @@ import { podTokenConnection } from '../kube/in-cluster.ts';
 import { chooseProtocol } from '../kube/senders.ts';
 import { createTransport, type KubeTransport } from '../kube/transport.ts';
 import { reflectorsOf, type NewReflector } from './reflectors.ts';
-import { createKubeResolver, type KubeResolverOptions } from './resolver.ts';
+import { createKubeResolver, type KubeResolver, type KubeResolverOptions } from './resolver.ts';
 import type { Resolver } from './types.ts';
 
 export type { Resolver } from './types.ts';
@@ -31,6 +31,8 @@ export interface Discovery extends Resolver {
   readonly namespace: string;
   /** More collections on the same API connection and tuning (absent with the file source). */
   readonly reflectors?: NewReflector;
+  /** Another component's objects in the same snapshot file (absent with the file source). */
+  readonly keepInSnapshot?: KubeResolver['keepInSnapshot'];
 }
 
 export type DiscoveryConfig = Pick<

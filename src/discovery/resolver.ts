@@ -10,7 +10,13 @@ import { NamespaceSlices } from './namespace-slices.ts';
 import type { Reflector } from './reflector.ts';
 import { reflectorsOf, type NewReflector, type ReflectorTuning } from './reflectors.ts';
 import { ServiceSet } from './sinks.ts';
-import { readSnapshot, snapshotWriterOf, type SnapshotData, type SnapshotWriter } from './snapshot.ts';
+import {
+  readSnapshot,
+  snapshotWriterOf,
+  type SnapshotData,
+  type SnapshotPart,
+  type SnapshotWriter,
+} from './snapshot.ts';
 import type { DiscoveryStatus, Resolution, Resolver, ServiceInfo, ServiceKey } from './types.ts';
 import { keyString } from './types.ts';
 
@@ -51,6 +57,12 @@ export interface KubeResolverOptions {
 export interface KubeResolver extends Resolver {
   /** Writes the snapshot now (tests, shutdown). */
   flushSnapshot(): Promise<void>;
+  /**
+   * Keeps another component's objects in this snapshot file (a sidecar's mesh routes): loads what
+   * the file held into it now, and writes what it collects from then on. Call changed() after a
+   * change of its data.
+   */
+  keepInSnapshot(part: SnapshotPart): { changed(): void };
 }
 
 interface Subscription {
@@ -101,6 +113,9 @@ class ApiResolver implements KubeResolver {
   readonly #waiters = new Map<string, Set<() => void>>();
   readonly #writer: SnapshotWriter | undefined;
   readonly #checks: ExistenceChecks;
+  /** The mesh routes the snapshot held, until keepInSnapshot() hands them over. */
+  #loadedRoutes: string[] = [];
+  #part: SnapshotPart | undefined;
   #ready = false;
   #closing = false;
 
@@ -140,6 +155,7 @@ class ApiResolver implements KubeResolver {
       this.#cold.set(keyString(info.key), k);
     }
     for (const e of s.index) for (const ip of e.clusterIPs) this.#snapshotIPs.set(ip, e.key);
+    this.#loadedRoutes = s.meshRoutes ?? [];
     this.#ready = true;
     this.#log.info('snapshot loaded; serving it as stale until the API confirms it', {
       services: s.services.length,
@@ -461,11 +477,23 @@ class ApiResolver implements KubeResolver {
       }
       index.push(...byKey.values());
     }
-    return { writtenAt: this.#o.clock.now(), services, index };
+    return {
+      writtenAt: this.#o.clock.now(),
+      services,
+      index,
+      ...(this.#part ? { meshRoutes: this.#part.collect() } : {}),
+    };
   }
 
   flushSnapshot(): Promise<void> {
     return this.#writer?.flush() ?? Promise.resolve();
+  }
+
+  keepInSnapshot(part: SnapshotPart): { changed(): void } {
+    this.#part = part;
+    if (this.#loadedRoutes.length > 0) part.load(this.#loadedRoutes);
+    this.#loadedRoutes = [];
+    return { changed: () => this.#writer?.schedule() };
   }
 
   async close(): Promise<void> {

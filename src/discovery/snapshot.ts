@@ -18,6 +18,15 @@ export interface SnapshotData {
   index: { key: ServiceKey; clusterIPs: string[] }[];
   /** Gateway mode only; discovery stores these opaquely (JSON text of slimmed API objects). */
   gateway?: GatewaySnapshot;
+  /** A sidecar's HTTPRoutes and ReferenceGrants (--mesh-routes), stored opaquely as well. */
+  meshRoutes?: string[];
+}
+
+/** Objects of another component kept in a resolver's snapshot file, as JSON text. */
+export interface SnapshotPart {
+  collect(): string[];
+  /** Objects from the file: served (stale) until a complete list replaces them. */
+  load(texts: readonly string[]): void;
 }
 
 export interface GatewaySnapshot {
@@ -77,6 +86,7 @@ interface PbSnapshot {
   ingressClassesJson: string[];
   tlsSecrets: GatewaySnapshot['tlsSecrets'];
   gatewayApiJson: string[];
+  meshRoutesJson: string[];
 }
 
 const long = (v: number | { toNumber(): number } | undefined): number =>
@@ -181,6 +191,7 @@ export function encodeSnapshot(d: SnapshotData): Buffer {
           gatewayApiJson: d.gateway.gatewayApi,
         }
       : {}),
+    ...(d.meshRoutes ? { meshRoutesJson: d.meshRoutes } : {}),
   });
   const payload = Buffer.concat([
     T.encode(msg).finish(),
@@ -223,6 +234,7 @@ export function decodeSnapshot(buf: Buffer): SnapshotData {
       tlsSecrets: pb.tlsSecrets.map((t) => ({ ...t })),
       gatewayApi: [...pb.gatewayApiJson],
     },
+    meshRoutes: [...pb.meshRoutesJson],
   };
 }
 

@@ -13,12 +13,14 @@ import {
 
 const GROUP = '/apis/gateway.networking.k8s.io/v1';
 
+const keyedEntry = <T extends { metadata: RouteMeta }>(v: T): [string, T] => [routeKey(v.metadata), v];
+
 /** An ObjectSet's slim(): the slimmed object under its "namespace/name". */
 const keyed =
   <T extends { metadata: RouteMeta }>(slim: (raw: unknown) => T) =>
   (raw: unknown): { key: string; value: T } => {
-    const value = slim(raw);
-    return { key: routeKey(value.metadata), value };
+    const [key, value] = keyedEntry(slim(raw));
+    return { key, value };
   };
 
 /** What /debug/routes and the readiness detail show of the sidecar's routes. */
@@ -84,6 +86,26 @@ export class MeshRoutes {
         s.failure ? [{ collection, ...s.failure }] : [],
       ),
     };
+  }
+
+  /** The objects as JSON text, for the snapshot. */
+  collect(): string[] {
+    return [...this.#routes.items.values(), ...this.#grants.items.values()].map((v) => JSON.stringify(v));
+  }
+
+  /** Objects from a snapshot, stale until a complete list confirms them; undecodable ones skipped. */
+  load(texts: readonly string[]): void {
+    const routes: [string, HTTPRoute][] = [];
+    const grants: [string, ReferenceGrant][] = [];
+    for (const t of texts) {
+      const raw = JSON.parse(t) as { kind?: unknown } | null;
+      if (raw?.kind === 'HTTPRoute') routes.push(keyedEntry(slimHTTPRoute(raw)));
+      else if (raw?.kind === 'ReferenceGrant') grants.push(keyedEntry(slimReferenceGrant(raw)));
+    }
+    // An empty collection in the file is as much last-known-good as a full one.
+    this.#routes.load(routes);
+    this.#grants.load(grants);
+    this.#rebuild();
   }
 
   #rebuild(): void {

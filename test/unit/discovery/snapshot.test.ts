@@ -62,6 +62,18 @@ test('a Service replaced or re-synced between writes is written anew; the others
   assert.equal(back.services[2]?.syncedAt, 4);
 });
 
+test("a sidecar's mesh routes ride along as JSON text; a file without them reads as none", () => {
+  const routes = [
+    '{"kind":"HTTPRoute","metadata":{"namespace":"shop","name":"web"}}',
+    '{"kind":"ReferenceGrant"}',
+  ];
+  assert.deepEqual(
+    decodeSnapshot(encodeSnapshot({ writtenAt: 1, services: [], index: [], meshRoutes: routes })).meshRoutes,
+    routes,
+  );
+  assert.deepEqual(decodeSnapshot(encodeSnapshot({ writtenAt: 1, services: [], index: [] })).meshRoutes, []);
+});
+
 test('truncated, bit-flipped, foreign and wrong-version files are rejected as snapshot_invalid', () => {
   const good = encodeSnapshot({ writtenAt: 1, services: allServices().map((info) => ({ info })), index: [] });
   const flipped = Buffer.from(good);
