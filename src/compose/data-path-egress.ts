@@ -52,6 +52,16 @@ export function createEgress(
     retryStatuses: new Set(config.retryStatuses),
     maxAttempts: MAX_ATTEMPTS,
     onConnectError: (service) => c.metrics.connectError(service),
+    ...(deps.routes
+      ? {
+          routes: {
+            table: () => deps.routes!.table(),
+            namespace: deps.namespace,
+            clusterDomain: config.clusterDomain,
+            random: c.random,
+          },
+        }
+      : {}),
   };
   const egress = new EgressHandler({
     policy,
@@ -65,16 +75,7 @@ export function createEgress(
     idleTimeoutMs: config.idleTimeoutMs,
     ...(deps.detectTimeoutMs !== undefined ? { detectTimeoutMs: deps.detectTimeoutMs } : {}),
     ...(deps.mesh ? { tcpDial: deps.mesh.dialTcp } : {}),
-    ...(deps.routes
-      ? {
-          routes: {
-            table: () => deps.routes!.table(),
-            namespace: deps.namespace,
-            clusterDomain: config.clusterDomain,
-            random: c.random,
-          },
-        }
-      : {}),
+
     h2Tunnel: {
       accepts: speaksH2c,
       adopt: (socket, head, dest): Promise<void> => {

@@ -383,7 +383,7 @@ export const options = {
     parser: p.bool,
     default: false,
     describe:
-      "apply Gateway API HTTPRoutes whose parentRef is a Service (GAMMA) to the app's HTTP/1.1 calls (needs the CRDs; API source only)",
+      "apply Gateway API HTTPRoutes whose parentRef is a Service (GAMMA) to the app's calls (needs the CRDs; API source only)",
     scope: 'proxy',
   }),
   // Mesh identity and mutual TLS (docs/identity.md).

@@ -5,6 +5,7 @@ import type { ServiceInfo } from '../discovery/types.ts';
 import type { AffinityTable } from '../routing/affinity.ts';
 import type { Destination as RouteDestination, Route, Router } from '../routing/router.ts';
 import type { Destination } from './capture-port.ts';
+import type { EgressRoutes } from './egress-routes.ts';
 import { isOwnDestination, isOwnDestinationNow } from './loop.ts';
 import type { ForwardPlan, Upstream } from './forward.ts';
 import type { ProxyErrorCode } from './status.ts';
@@ -28,6 +29,8 @@ export interface EgressPolicy {
   retryStatuses: ReadonlySet<number>;
   maxAttempts: number;
   onConnectError?: (service: string) => void;
+  /** HTTPRoutes attached to Services (GAMMA), for HTTP/1.1 requests and h2 streams alike. */
+  routes?: EgressRoutes;
 }
 
 export type Decision =

@@ -1,9 +1,9 @@
-import type { IncomingMessage } from 'node:http';
 import { httpRouteAction, requestView } from '../routes/action.ts';
 import type { Headers } from '../routes/filters.ts';
 import type { MeshRouteTable } from '../routes/mesh.ts';
 import { normalisePath } from '../routes/path.ts';
 import type { Destination } from '../routing/router.ts';
+import { decide, decideNow, type Decision, type EgressPolicy } from './egress-plan.ts';
 import type { ForwardPlan } from './forward.ts';
 import type { ProxyErrorCode } from './status.ts';
 
@@ -15,6 +15,45 @@ export interface EgressRoutes {
   clusterDomain: string;
   /** Weighted backendRefs are drawn with it. */
   random: () => number;
+}
+
+/** What routes read of a call: HTTP/1.1's request, or an h2 stream's pseudo-headers as method and url. */
+export interface CallView {
+  method?: string | undefined;
+  url?: string | undefined;
+  headers: Headers;
+}
+
+/** A call's decision once routes have had their say: a route's request edit, or its redirect. */
+export type Routed =
+  | Extract<Decision, { kind: 'error' }>
+  | (Extract<Decision, { kind: 'plan' }> & {
+      edit?: (req: { url?: string | undefined; headers: Headers }) => void;
+    })
+  | { kind: 'redirect'; status: number; location: string };
+
+/**
+ * The decision for the Service a call names, or, when a route attached to it applies, for the
+ * backend the route draws (decided like any call to that Service), with the route's edits and
+ * timeouts. Synchronous when discovery knows both Services.
+ */
+export function applyRoutes(
+  policy: EgressPolicy,
+  call: CallView,
+  dest: Destination,
+  d: Decision,
+  client: string,
+): Routed | Promise<Routed> {
+  const routes = policy.routes;
+  if (!routes || d.kind !== 'plan' || d.passthrough || d.service === undefined) return d;
+  const step = routeCall(routes, d.service, dest.port ?? dest.defaultPort, call);
+  if (step.kind === 'as_is') return d;
+  if (step.kind === 'redirect') return step;
+  if (step.kind === 'error') return { ...step, service: d.service };
+  const { dest: to, edit, kind: _, ...limits } = step;
+  const withRoute = (b: Decision): Routed => (b.kind === 'plan' ? { ...b, ...limits, edit } : b);
+  const now = decideNow(policy, to, undefined, client);
+  return now ? withRoute(now) : decide(policy, to, undefined, client).then(withRoute);
 }
 
 /** What a route makes of a call to a Service port. */
@@ -39,12 +78,7 @@ const AS_IS: RouteStep = { kind: 'as_is' };
  * filters, one backendRef by weight, its timeouts. Routes apply, and none matches: 404 no_route.
  * Matches read the path normalised as the gateway does (RFC 3986), and the backend gets that path.
  */
-export function routeCall(
-  routes: EgressRoutes,
-  service: string,
-  port: number,
-  req: IncomingMessage,
-): RouteStep {
+export function routeCall(routes: EgressRoutes, service: string, port: number, req: CallView): RouteStep {
   const table = routes.table();
   if (table.empty) return AS_IS;
   const url = req.url ?? '/';
@@ -55,7 +89,7 @@ export function routeCall(
   if (found.kind === 'none') return AS_IS;
   if (found.kind === 'no_match')
     return { kind: 'error', code: 'no_route', detail: `no HTTPRoute rule for ${service} matches ${n.path}` };
-  const host = (req.headers.host ?? '').replace(/:\d+$/, '');
+  const host = String(req.headers.host ?? '').replace(/:\d+$/, '');
   const action = httpRouteAction(
     { rule: found.rule, listenerPort: port, ...(found.prefix === undefined ? {} : { prefix: found.prefix }) },
     { scheme: 'http', host, path: n.path, search: q < 0 ? '' : url.slice(q) },

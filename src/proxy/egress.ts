@@ -9,7 +9,7 @@ import type { Destination as RouteDestination } from '../routing/router.ts';
 import type { Destination, OriginalDestination } from './capture-port.ts';
 import type { Dial } from './dial.ts';
 import { decide, decideNow, type Decision, type EgressPolicy } from './egress-plan.ts';
-import { routeCall, type EgressRoutes } from './egress-routes.ts';
+import { applyRoutes, type Routed } from './egress-routes.ts';
 import type { Forwarder } from './forward.ts';
 import { toOriginForm, upstreamRequestHeaders } from './headers.ts';
 import { hopToken, markHop, seenBefore } from './loop.ts';
@@ -38,8 +38,6 @@ export interface EgressOptions {
   detectTimeoutMs?: number;
   /** Opens TCP streams to a Service's endpoints (mutual TLS to meshed ones); passthrough stays plain. */
   tcpDial?: Dial;
-  /** HTTPRoutes attached to Services (GAMMA), applied to HTTP/1.1 requests and upgrades. */
-  routes?: EgressRoutes;
   /**
    * Takes over a CONNECT tunnel to a Service port that speaks h2c (appProtocol) whose client
    * opened with the h2c preface: its streams are then balanced one by one. Resolves when the
@@ -56,12 +54,6 @@ const ESTABLISHED = 'HTTP/1.1 200 Connection Established\r\n\r\n';
 const DETECT_TIMEOUT_MS = 1_000;
 
 type Plan = Extract<Decision, { kind: 'plan' }>;
-
-/** An HTTP request's decision: a plan (with a route's request edit), a proxy error, or a route's redirect. */
-type Routed =
-  | Extract<Decision, { kind: 'error' }>
-  | (Plan & { edit?: (req: IncomingMessage) => void })
-  | { kind: 'redirect'; status: number; location: string };
 
 type Target = { dest: RouteDestination; original?: Destination } | { error: string; code?: 'misdirected' };
 
@@ -276,37 +268,15 @@ export class EgressHandler {
     const target = this.#target(req);
     if ('error' in target) return { kind: 'error', code: target.code ?? 'bad_request', detail: target.error };
     const client = req.socket.remoteAddress ?? '';
+    const routed = (d: Decision): Routed | Promise<Routed> =>
+      applyRoutes(this.#o.policy, req, target.dest, d, client);
     const now = decideNow(this.#o.policy, target.dest, target.original, client);
-    if (now) return this.#routed(req, hop, target.dest, now, client);
-    return decide(this.#o.policy, target.dest, target.original, client).then((d) =>
-      this.#routed(req, hop, target.dest, d, client),
-    );
+    const r = now ? routed(now) : decide(this.#o.policy, target.dest, target.original, client).then(routed);
+    return r instanceof Promise ? r.then((x) => this.#noted(hop, x)) : this.#noted(hop, r);
   }
 
-  /** The decision for the Service, or for the backend an HTTPRoute attached to it draws. */
-  #routed(
-    req: IncomingMessage,
-    hop: Hop,
-    dest: RouteDestination,
-    d: Decision,
-    client: string,
-  ): Routed | Promise<Routed> {
-    const routes = this.#o.routes;
-    if (!routes || d.kind !== 'plan' || d.passthrough || d.service === undefined) return this.#noted(hop, d);
-    const step = routeCall(routes, d.service, dest.port ?? dest.defaultPort, req);
-    if (step.kind === 'as_is') return this.#noted(hop, d);
-    if (step.kind === 'redirect') return step;
-    if (step.kind === 'error') return this.#noted(hop, { ...step, service: d.service });
-    const { dest: to, edit, kind: _, ...limits } = step;
-    const withRoute = (b: Decision): Routed => {
-      const noted = this.#noted(hop, b);
-      return noted.kind === 'plan' ? { ...noted, ...limits, edit } : noted;
-    };
-    const now = decideNow(this.#o.policy, to, undefined, client);
-    return now ? withRoute(now) : decide(this.#o.policy, to, undefined, client).then(withRoute);
-  }
-
-  #noted(hop: Hop, decision: Decision): Decision {
+  #noted<T extends Decision | Routed>(hop: Hop, decision: T): T {
+    if (decision.kind === 'redirect') return decision;
     this.#annotate(hop, decision);
     if (decision.kind === 'error') this.#logRefusal(decision);
     return decision;

@@ -18,6 +18,8 @@ import { GrpcStatus, isGrpc, parseGrpcTimeout } from './grpc.ts';
  */
 export type H2Route =
   | { kind: 'error'; code: ProxyErrorCode; detail: string; service?: string; stale?: boolean }
+  /** A route's RequestRedirect, answered at once. */
+  | { kind: 'redirect'; status: number; location: string }
   | {
       kind: 'plan';
       plan: ForwardPlan;
@@ -74,6 +76,10 @@ export class H2Handler {
     if (timeout instanceof Error) return this.#refuse(ctx, grpc, hop, 'bad_request', timeout.message);
     const routed = this.#o.route(ctx);
     const route = routed instanceof Promise ? await routed : routed;
+    if (route.kind === 'redirect') {
+      stream.respond({ ':status': route.status, location: route.location }, { endStream: true });
+      return hop.end({ status: route.status });
+    }
     if (route.service) hop.setService(route.service);
     if (route.stale) hop.setStale(true);
     if (route.kind === 'error') return this.#refuse(ctx, grpc, hop, route.code, route.detail, route.service);

@@ -1,9 +1,11 @@
-import type { OutgoingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { Socket } from 'node:net';
 import { splitHostPort } from '../../routing/authority.ts';
 import type { Destination as RouteDestination } from '../../routing/router.ts';
 import type { Destination, OriginalDestination } from '../capture-port.ts';
+import type { Headers } from '../../routes/filters.ts';
 import { decide, decideNow, type Decision, type EgressPolicy } from '../egress-plan.ts';
+import { applyRoutes, type CallView, type Routed } from '../egress-routes.ts';
 import { CLIENT_CERT_HEADER, type IngressHandler } from '../ingress.ts';
 import { HOP_HEADER, markHop, seenBefore } from '../loop.ts';
 import type { H2Route, H2StreamContext } from './handler.ts';
@@ -35,15 +37,15 @@ export interface EgressH2RouteOptions {
 
 export function egressH2Route(o: EgressH2RouteOptions): (ctx: H2StreamContext) => H2Route | Promise<H2Route> {
   const mark = (h: OutgoingHttpHeaders): void => markHop(h, o.token);
-  const planned = (d: Decision): H2Route =>
-    d.kind === 'error'
+  const planned = (d: Routed): H2Route =>
+    d.kind !== 'plan'
       ? d
       : {
           kind: 'plan',
           plan: d,
           ...(d.service ? { service: d.service } : {}),
           stale: d.stale,
-          headers: mark,
+          headers: d.edit ? routeEdit(mark, d.edit) : mark,
         };
   return ({ headers, socket }) => {
     if (seenBefore(headers, o.token))
@@ -66,8 +68,39 @@ export function egressH2Route(o: EgressH2RouteOptions): (ctx: H2StreamContext) =
       dest = { host: hp.host, ...(hp.port ? { port: hp.port } : {}), defaultPort: 80 };
     }
     const client = socket.remoteAddress ?? '';
+    const routed = (d: Decision): H2Route | Promise<H2Route> => {
+      if (!o.policy.routes) return planned(d);
+      const r = applyRoutes(o.policy, streamCall(headers), dest, d, client);
+      return r instanceof Promise ? r.then(planned) : planned(r);
+    };
     const now = decideNow(o.policy, dest, original, client);
-    return now ? planned(now) : decide(o.policy, dest, original, client).then(planned);
+    return now ? routed(now) : decide(o.policy, dest, original, client).then(routed);
+  };
+}
+
+/** An h2 stream as routes read a call: :method, :path, and :authority as its Host. */
+function streamCall(headers: IncomingHttpHeaders): CallView {
+  return {
+    method: String(headers[':method'] ?? 'GET'),
+    url: String(headers[':path'] ?? '/'),
+    headers: { ...headers, host: headers[':authority'] ?? headers.host },
+  };
+}
+
+/** A route's request edit on an h2 stream's upstream headers: :path, and a rewritten host as :authority. */
+function routeEdit(
+  mark: (h: OutgoingHttpHeaders) => void,
+  edit: NonNullable<Extract<Routed, { kind: 'plan' }>['edit']>,
+): (h: OutgoingHttpHeaders) => void {
+  return (h) => {
+    mark(h);
+    const call = { url: String(h[':path'] ?? '/'), headers: h as Headers };
+    edit(call);
+    h[':path'] = call.url;
+    if (h.host !== undefined) {
+      h[':authority'] = h.host;
+      delete h.host;
+    }
   };
 }
 
