@@ -275,7 +275,7 @@ export class EgressHandler {
     return r instanceof Promise ? r.then((x) => this.#noted(hop, x)) : this.#noted(hop, r);
   }
 
-  #noted<T extends Decision | Routed>(hop: Hop, decision: T): T {
+  #noted(hop: Hop, decision: Routed): Routed {
     if (decision.kind === 'redirect') return decision;
     this.#annotate(hop, decision);
     if (decision.kind === 'error') this.#logRefusal(decision);

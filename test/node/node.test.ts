@@ -20,6 +20,7 @@ import {
   type TestNodeCluster,
 } from '../harness/node.ts';
 import { inCI, repoRoot, requireTool } from '../harness/tools.ts';
+import { httpRoute, installGatewayApi } from '../harness/gateway-api.ts';
 import { podChecks } from './pod-checks.ts';
 
 const archive = process.env.OUTRIGGER_IMAGE_ARCHIVE ?? path.join(repoRoot, '.outrigger/images/outrigger.tar');
@@ -157,26 +158,29 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
     return { created };
   }
 
-  /** The sidecar's /debug/discovery, answered on loopback only: from inside the pod's network namespace. */
-  async function sidecarDiscovery(uid: string): Promise<{
-    ready: boolean;
-    counters: { indexedServices: number; unauthorizedRetries: number; tokenExpiresAtMs?: number };
-  }> {
-    const app = podProcesses(c.node.cgroup, uid).find((p) => p.cmdline.startsWith('sh -c trap'));
-    assert.ok(app, 'the pod runs');
+  /** A sidecar's /debug path, answered on loopback only: from inside the pod's network namespace. */
+  async function sidecarDebug<T>(uid: string, p: string): Promise<T> {
+    const [any] = podProcesses(c.node.cgroup, uid);
+    assert.ok(any, 'the pod runs');
     const r = await run('nsenter', [
       '-t',
-      String(app.pid),
+      String(any.pid),
       '-n',
       '--',
       'curl',
       '-sS',
       '--max-time',
       '5',
-      'http://127.0.0.1:7402/debug/discovery',
+      `http://127.0.0.1:7402${p}`,
     ]);
-    return JSON.parse(r.stdout) as Awaited<ReturnType<typeof sidecarDiscovery>>;
+    return JSON.parse(r.stdout) as T;
   }
+
+  const sidecarDiscovery = (uid: string) =>
+    sidecarDebug<{
+      ready: boolean;
+      counters: { indexedServices: number; unauthorizedRetries: number; tokenExpiresAtMs?: number };
+    }>(uid, '/debug/discovery');
 
   before(async () => {
     hostRulesBefore = new Set(await hostRules());
@@ -562,6 +566,57 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
     assert.ok(restarted, 'a new sidecar process answered');
     assert.match(logs, /snapshot loaded; serving it as stale/);
     assert.match(logs, /using the stored identity/);
+  });
+
+  test("an HTTPRoute attached to the web Service sends the client's calls with x-canary: 1 to legacy (mesh-routes)", async () => {
+    await installGatewayApi(c.cluster.admin);
+    await c.cluster.admin.apply(
+      httpRoute(ns, 'web-canary', {
+        parentRefs: [{ group: '', kind: 'Service', name: 'web', port: 80 }],
+        rules: [
+          {
+            matches: [{ headers: [{ name: 'x-canary', value: '1' }] }],
+            backendRefs: [{ name: 'legacy', port: 80 }],
+          },
+          { backendRefs: [{ name: 'web', port: 80 }] },
+        ],
+      }),
+    );
+    // The annotation is read when the sidecar starts: a new pod, as a user's rollout makes one.
+    const annotate = {
+      spec: { template: { metadata: { annotations: { 'outrigger.dev/mesh-routes': 'true' } } } },
+    };
+    await kubectl(['-n', ns, 'patch', 'deployment', 'client', '-p', JSON.stringify(annotate)]);
+    await kubectl(['-n', ns, 'rollout', 'status', 'deploy/client', '--timeout=180s']);
+    const { name: client, uid } = (await podOf('client')).metadata;
+    const canary = () =>
+      kubectl(
+        [
+          '-n',
+          ns,
+          'exec',
+          client,
+          '-c',
+          'app',
+          '--',
+          'wget',
+          '-qO-',
+          '--header',
+          'x-canary: 1',
+          `http://web.${ns}.svc.cluster.local/index.html`,
+        ],
+        { allowFail: true },
+      );
+    const deadline = Date.now() + 60_000;
+    let last = await canary();
+    while (last.stdout.trim() !== LEGACY && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 1_000));
+      last = await canary();
+    }
+    assert.equal(last.stdout.trim(), LEGACY, `the canary header went to legacy: ${JSON.stringify(last)}`);
+    for (let i = 0; i < 3; i++) assert.equal((await callWeb(client)).stdout.trim(), BODY, 'the rest to web');
+    const routes = await sidecarDebug<{ httpRoutes: number; services: number }>(uid, '/debug/routes');
+    assert.deepEqual([routes.httpRoutes, routes.services], [1, 1]);
   });
 
   test('the rewritten liveness probe passes when the kubelet calls it; when the app fails it, the kubelet restarts the app', async () => {
