@@ -268,10 +268,13 @@ export class EgressHandler {
     const target = this.#target(req);
     if ('error' in target) return { kind: 'error', code: target.code ?? 'bad_request', detail: target.error };
     const client = req.socket.remoteAddress ?? '';
-    const routed = (d: Decision): Routed | Promise<Routed> =>
-      applyRoutes(this.#o.policy, req, target.dest, d, client);
-    const now = decideNow(this.#o.policy, target.dest, target.original, client);
-    const r = now ? routed(now) : decide(this.#o.policy, target.dest, target.original, client).then(routed);
+    const { policy } = this.#o;
+    const now = decideNow(policy, target.dest, target.original, client);
+    const r = now
+      ? applyRoutes(policy, req, target.dest, now, client)
+      : decide(policy, target.dest, target.original, client).then((d) =>
+          applyRoutes(policy, req, target.dest, d, client),
+        );
     return r instanceof Promise ? r.then((x) => this.#noted(hop, x)) : this.#noted(hop, r);
   }
 

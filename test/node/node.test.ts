@@ -85,7 +85,8 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
       .filter((l) => l.startsWith('outrigger_requests_total{') && labels.test(l))
       .reduce((n, l) => n + Number(l.split(' ').pop()), 0);
 
-  const callWeb = (client: string, allowFail = false) =>
+  /** The client app's call to the web Service by its DNS name (wget's extra arguments before the URL). */
+  const callWeb = (client: string, allowFail = false, wgetArgs: string[] = []) =>
     kubectl(
       [
         '-n',
@@ -97,6 +98,7 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
         '--',
         'wget',
         '-qO-',
+        ...wgetArgs,
         `http://web.${ns}.svc.cluster.local/index.html`,
       ],
       { allowFail },
@@ -589,24 +591,7 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
     await kubectl(['-n', ns, 'patch', 'deployment', 'client', '-p', JSON.stringify(annotate)]);
     await kubectl(['-n', ns, 'rollout', 'status', 'deploy/client', '--timeout=180s']);
     const { name: client, uid } = (await podOf('client')).metadata;
-    const canary = () =>
-      kubectl(
-        [
-          '-n',
-          ns,
-          'exec',
-          client,
-          '-c',
-          'app',
-          '--',
-          'wget',
-          '-qO-',
-          '--header',
-          'x-canary: 1',
-          `http://web.${ns}.svc.cluster.local/index.html`,
-        ],
-        { allowFail: true },
-      );
+    const canary = () => callWeb(client, true, ['--header', 'x-canary: 1']);
     const deadline = Date.now() + 60_000;
     let last = await canary();
     while (last.stdout.trim() !== LEGACY && Date.now() < deadline) {

@@ -31,6 +31,10 @@ export function podChecks(get: () => { c: TestNodeCluster; image: string }): voi
   let ns: string;
   let pod: PodView;
 
+  /** kubectl exec into a container of the web pod. */
+  const inWeb = (container: string, argv: string[]) =>
+    c.kubectl(['-n', ns, 'exec', 'web', '-c', container, '--', ...argv]);
+
   before(async () => {
     c = get().c;
     ns = await createPodNamespace(c, 'node');
@@ -132,18 +136,7 @@ export function podChecks(get: () => { c: TestNodeCluster; image: string }): voi
       `the request went through ${chain}:\n${counters}`,
     );
     // And from another pod, through the bridge.
-    const fromPod = await c.kubectl([
-      '-n',
-      ns,
-      'exec',
-      'web',
-      '-c',
-      'sidecar',
-      '--',
-      'sh',
-      '-c',
-      `${httpGet} ${vip} 80`,
-    ]);
+    const fromPod = await inWeb('sidecar', ['sh', '-c', `${httpGet} ${vip} 80`]);
     assert.match(fromPod.stdout, /\nweb\n/);
     const host = (await run('iptables-save', [])).stdout;
     assert.ok(!host.includes(vip), 'no rule for the ClusterIP in the host namespace');
@@ -154,17 +147,7 @@ export function podChecks(get: () => { c: TestNodeCluster; image: string }): voi
     assert.ok(vol, `a projected serviceAccountToken volume in ${JSON.stringify(pod.spec.volumes)}`);
     // kubectl exec: the API server reaches the kubelet with its client certificate.
     const token = (
-      await c.kubectl([
-        '-n',
-        ns,
-        'exec',
-        'web',
-        '-c',
-        'app',
-        '--',
-        'cat',
-        '/var/run/secrets/kubernetes.io/serviceaccount/token',
-      ])
+      await inWeb('app', ['cat', '/var/run/secrets/kubernetes.io/serviceaccount/token'])
     ).stdout.trim();
     const claims = jwtClaims(token) as {
       sub?: string;
@@ -216,17 +199,7 @@ export function podChecks(get: () => { c: TestNodeCluster; image: string }): voi
   test('cluster DNS answers for the Service through kube-dns', async (t) => {
     if (!requireTool(t, Boolean(c.node.dns), 'CoreDNS', "run 'scripts/test-cluster build coredns'")) return;
     const svc = await c.cluster.admin.get<{ spec: { clusterIP: string } }>('Service', 'web', ns);
-    const res = await c.kubectl([
-      '-n',
-      ns,
-      'exec',
-      'web',
-      '-c',
-      'app',
-      '--',
-      'nslookup',
-      `web.${ns}.svc.cluster.local`,
-    ]);
+    const res = await inWeb('app', ['nslookup', `web.${ns}.svc.cluster.local`]);
     assert.match(
       res.stdout,
       new RegExp(`Address:\\s+${svc.spec.clusterIP.replaceAll('.', '\\.')}`),

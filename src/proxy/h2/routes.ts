@@ -68,14 +68,27 @@ export function egressH2Route(o: EgressH2RouteOptions): (ctx: H2StreamContext) =
       dest = { host: hp.host, ...(hp.port ? { port: hp.port } : {}), defaultPort: 80 };
     }
     const client = socket.remoteAddress ?? '';
-    const routed = (d: Decision): H2Route | Promise<H2Route> => {
-      if (!o.policy.routes) return planned(d);
-      const r = applyRoutes(o.policy, streamCall(headers), dest, d, client);
-      return r instanceof Promise ? r.then(planned) : planned(r);
-    };
     const now = decideNow(o.policy, dest, original, client);
-    return now ? routed(now) : decide(o.policy, dest, original, client).then(routed);
+    return now
+      ? routed(o.policy, headers, dest, now, client, planned)
+      : decide(o.policy, dest, original, client).then((d) =>
+          routed(o.policy, headers, dest, d, client, planned),
+        );
   };
+}
+
+/** A stream's decision once the routes attached to its Service (if any) have had their say. */
+function routed(
+  policy: EgressPolicy,
+  headers: IncomingHttpHeaders,
+  dest: RouteDestination,
+  d: Decision,
+  client: string,
+  planned: (r: Routed) => H2Route,
+): H2Route | Promise<H2Route> {
+  if (!policy.routes) return planned(d);
+  const r = applyRoutes(policy, streamCall(headers), dest, d, client);
+  return r instanceof Promise ? r.then(planned) : planned(r);
 }
 
 /** An h2 stream as routes read a call: :method, :path, and :authority as its Host. */
