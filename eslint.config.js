@@ -27,6 +27,8 @@ const allowed = {
   // Workload certificates and mTLS. The mesh listener is built on the proxy's hardened server and
   // answers with its one status table; the proxy never imports mesh/ (compose/ hands it the TLS).
   mesh: ['shared', 'config', 'proxy'],
+  // The process itself: returning memory after a burst.
+  runtime: ['shared'],
 };
 const domains = Object.keys(allowed);
 // The composition root: wires every domain folder, and is imported only by cli/.

@@ -2,7 +2,8 @@
 // Private_Clean + Private_Dirty) of 1 and of N compiled sidecars side by side, each with its own
 // ports, one hop to a loopback nginx backend. Per configuration ("variant": allocator, Node flags,
 // another git ref) and sidecar count:
-//   idle     after /readyz, before any request
+//   start    2 s after /readyz, before any request
+//   idle     after --idle-s without a request (a pod at rest; the sidecar trims after a quiet spell)
 //   closed   every sample (--sample-s) during a closed loop (wrk -t1, 50 connections over the sidecars)
 //   fixed    every sample during a fixed rate (the Node generator, --rate over the sidecars)
 //   after    every sample during --after-s without load, and the last one
@@ -12,7 +13,7 @@
 // the private bytes are (smaps classes beside the V8 spaces from /metrics).
 //
 //   node scripts/bench/memory.ts [--sidecars 1,10] [--closed-s 30] [--fixed-s 30] [--rate 1000]
-//     [--after-s 60] [--sample-s 1] [--idle-conns 2000,10000] [--inflight 1000] [--rounds 1]
+//     [--after-s 60] [--idle-s 20] [--sample-s 1] [--idle-conns 2000,10000] [--inflight 1000] [--rounds 1]
 //     [--variant 'name [KEY=VALUE ...] [--node-flag ...] [@git-ref]' ...] [--json FILE]
 // A variant's KEY=VALUE pairs go into the sidecars' environment (LD_PRELOAD=jemalloc names Debian's
 // libjemalloc2), its --flags before main.js (after the shipped --max-semi-space-size), @ref builds
@@ -45,6 +46,7 @@ const { values: a } = parseArgs({
     rate: { type: 'string', default: '1000' },
     connections: { type: 'string', default: '50' },
     'after-s': { type: 'string', default: '60' },
+    'idle-s': { type: 'string', default: '20' },
     'sample-s': { type: 'string', default: '1' },
     'idle-conns': { type: 'string', default: '2000,10000' },
     inflight: { type: 'string', default: '1000' },
@@ -59,6 +61,7 @@ const bounded = (v: string, lo: number, hi: number): number => Math.min(hi, Math
 const CLOSED_MS = bounded(a['closed-s'], 0, 120) * 1000;
 const FIXED_MS = bounded(a['fixed-s'], 0, 120) * 1000;
 const AFTER_MS = bounded(a['after-s'], 0, 300) * 1000;
+const IDLE_MS = bounded(a['idle-s'], 2, 300) * 1000;
 const SAMPLE_MS = bounded(a['sample-s'], 0.2, 10) * 1000;
 const RATE = bounded(a.rate, 1, 20_000);
 const CONNECTIONS = bounded(a.connections, 1, 1_000);
@@ -385,6 +388,7 @@ interface Run {
   sidecars: number;
   round: number;
   started: string;
+  start: Mem[];
   idle: Mem[];
   closed?: Phase;
   fixed?: Phase;
@@ -403,12 +407,15 @@ async function runOne(stage: Stage, v: Variant, n: number, round: number): Promi
     sidecars: n,
     round,
     started: new Date().toISOString(),
+    start: [],
     idle: [],
     where: {},
     idleConns: [],
   };
   try {
     await sleep(2_000);
+    run.start = pids.map(memOf);
+    await sleep(IDLE_MS - 2_000);
     run.idle = pids.map(memOf);
     run.where.idle = await whereItIs(pids[0]!, portsOf(0).admin);
     if (CLOSED_MS > 0) {
@@ -462,8 +469,8 @@ function last(p: Phase | undefined, key: keyof Mem): string {
   return p.samples.length === 1 ? f1(per[0]) : `${f1(meanOf(per))} (${f1(maxOf(per))})`;
 }
 
-function idleOf(r: Run, key: keyof Mem): string {
-  const xs = r.idle.map((m) => m[key]);
+function atRest(ms: Mem[], key: keyof Mem): string {
+  const xs = ms.map((m) => m[key]);
   return xs.length === 1 ? f1(xs[0]) : `${f1(meanOf(xs))} (${f1(maxOf(xs))})`;
 }
 
@@ -476,13 +483,13 @@ function report(runs: Run[]): string {
       `after: ${AFTER_MS / 1000} s; open-files limit ${FD_LIMIT}; ${OLD_SPACE_MB ? `--max-old-space-size=${OLD_SPACE_MB} (as in a pod)` : "V8's own heap sizing"}. MB per sidecar; with several sidecars ` +
       "the mean of the sidecars, the worst in brackets; load = peak over the phase's samples.",
     '',
-    '| variant | sidecars | idle RSS / PSS / USS | closed: rps, CPU µs/req | closed peak RSS / PSS / USS | fixed: rps, p99 ms, CPU µs/req | fixed peak RSS / PSS / USS | after: RSS / PSS / USS | load avg |',
-    '|---|---|---|---|---|---|---|---|---|',
+    `| variant | sidecars | start RSS / PSS / USS | idle ${IDLE_MS / 1000} s RSS / PSS / USS | closed: rps, CPU µs/req | closed peak RSS / PSS / USS | fixed: rps, p99 ms, CPU µs/req | fixed peak RSS / PSS / USS | after: RSS / PSS / USS | load avg |`,
+    '|---|---|---|---|---|---|---|---|---|---|',
   );
   for (const r of runs) {
     const trio = (g: (k: keyof Mem) => string): string => `${g('rss')} / ${g('pss')} / ${g('uss')}`;
     out.push(
-      `| ${r.variant}${ROUNDS > 1 ? ` (${r.round + 1})` : ''} | ${r.sidecars} | ${trio((k) => idleOf(r, k))} | ${f0(r.closed?.rps)}, ${f0(r.closed?.cpuUsPerReq)}${r.closed?.errors ? ` (${r.closed.errors} errors)` : ''} | ${trio((k) => peak(r.closed, k))} | ${f0(r.fixed?.rps)}, ${f1(r.fixed?.p99)}, ${f0(r.fixed?.cpuUsPerReq)}${r.fixed?.errors ? ` (${r.fixed.errors} errors)` : ''} | ${trio((k) => peak(r.fixed, k))} | ${trio((k) => last(r.after, k))} | ${r.fixed?.load ?? r.closed?.load ?? load()} |`,
+      `| ${r.variant}${ROUNDS > 1 ? ` (${r.round + 1})` : ''} | ${r.sidecars} | ${trio((k) => atRest(r.start, k))} | ${trio((k) => atRest(r.idle, k))} | ${f0(r.closed?.rps)}, ${f0(r.closed?.cpuUsPerReq)}${r.closed?.errors ? ` (${r.closed.errors} errors)` : ''} | ${trio((k) => peak(r.closed, k))} | ${f0(r.fixed?.rps)}, ${f1(r.fixed?.p99)}, ${f0(r.fixed?.cpuUsPerReq)}${r.fixed?.errors ? ` (${r.fixed.errors} errors)` : ''} | ${trio((k) => peak(r.fixed, k))} | ${trio((k) => last(r.after, k))} | ${r.fixed?.load ?? r.closed?.load ?? load()} |`,
     );
   }
   const single = runs.filter((r) => r.sidecars === 1);

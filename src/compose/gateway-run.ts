@@ -2,6 +2,7 @@
 import { loadGatewayConfig, type GatewayOptionName } from '../config/gateway-options.ts';
 import { systemClock } from '../shared/clock.ts';
 import { createLogger, type LogLevel } from '../shared/log.ts';
+import { idleTrimMetrics, processIdleTrim } from '../runtime/process-memory.ts';
 import { startGateway, type Gateway } from './gateway.ts';
 import { untilStopped } from './signals.ts';
 import { openTracing, tracingMetrics } from './tracing.ts';
@@ -16,6 +17,8 @@ export async function runGateway(
   const { connectKube } = await import('../discovery/index.ts');
   const link = await connectKube(config, { clock, logger: log, env });
   const { tracing } = openTracing(config, { env, labels: {}, log });
+  const trim = processIdleTrim(log);
+  const traceMetrics = tracingMetrics(tracing);
   let gateway: Gateway;
   try {
     gateway = await startGateway(config, {
@@ -27,21 +30,23 @@ export async function runGateway(
         transportStats: () => link.transport.stats,
         tokenExpiresAt: () => link.identity?.expiresAt(),
       },
-      metricsExtra: tracingMetrics(tracing),
+      metricsExtra: () => ({ ...traceMetrics(), ...idleTrimMetrics(trim) }),
     });
   } catch (e) {
     await tracing.shutdown();
     link.close();
     throw e;
   }
+  trim.start();
   log.info('outrigger gateway started', {
     ...gateway.ports(),
     watchNamespace: config.watchNamespace ?? '(all)',
   });
-  await untilStopped(log, config.drainSeconds, () =>
-    gateway
+  await untilStopped(log, config.drainSeconds, () => {
+    trim.stop();
+    return gateway
       .drain(config.drainSeconds * 1000)
       .then(() => Promise.allSettled([gateway.close(), tracing.shutdown()]))
-      .then(() => link.close()),
-  );
+      .then(() => link.close());
+  });
 }

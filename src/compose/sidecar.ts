@@ -9,6 +9,7 @@ import type { Config } from '../config/options.ts';
 import type { OriginalDestination } from '../proxy/capture-port.ts';
 import { systemClock, systemRandom } from '../shared/clock.ts';
 import { createLogger, type LogLevel } from '../shared/log.ts';
+import { idleTrimMetrics, processIdleTrim } from '../runtime/process-memory.ts';
 import { createDataPath } from './data-path.ts';
 import { openDiscovery, openMeshRoutes } from './discovery.ts';
 import { meshDeps, openMesh } from './mesh.ts';
@@ -42,6 +43,7 @@ export async function runSidecar(
   const { tracing, pod } = openTracing(config, { env, labels, log });
   const originalDestination = await captureDestination(config);
   const traceMetrics = tracingMetrics(tracing);
+  const trim = processIdleTrim(log);
   const dataPath = createDataPath(config, {
     resolver: discovery,
     namespace: discovery.namespace,
@@ -55,7 +57,7 @@ export async function runSidecar(
     ...(originalDestination ? { originalDestination } : {}),
     configView: () => config,
     drainGraceMs: config.drainSeconds * 1000,
-    metricsExtra: () => ({ ...traceMetrics(), ...mesh?.identity.metrics() }),
+    metricsExtra: () => ({ ...traceMetrics(), ...mesh?.identity.metrics(), ...idleTrimMetrics(trim) }),
     ...meshPart,
     ...(routes ? { routes } : {}),
     debugExtra: { ...meshPart.debugExtra, ...(routes ? { routes: () => routes.status() } : {}) },
@@ -68,6 +70,7 @@ export async function runSidecar(
     await Promise.allSettled([dataPath.close(), tracing.shutdown(), closeDiscovery()]);
     throw e;
   }
+  trim.start();
   log.info('outrigger proxy started', {
     ...dataPath.ports(),
     capture: config.capture,
@@ -80,6 +83,7 @@ export async function runSidecar(
 
   await untilStopped(log, config.drainSeconds, () => {
     watcher?.close();
+    trim.stop();
     return dataPath.drain(config.drainSeconds * 1000).then(() => {
       mesh?.close();
       return Promise.allSettled([tracing.shutdown(), closeDiscovery(), dataPath.close()]);
