@@ -23,13 +23,16 @@ function fakeProcess() {
 function started(options: ConstructorParameters<typeof IdleTrim>[1] = {}) {
   const clock = new FakeClock();
   const { p, deps } = fakeProcess();
-  const trim = new IdleTrim({ clock, log: memoryLogger('info'), ...deps }, {
-    checkMs: 5_000,
-    quietChecks: 2,
-    quietBelow: 0.005,
-    growthBytes: 4 * MB,
-    ...options,
-  });
+  const trim = new IdleTrim(
+    { clock, log: memoryLogger('info'), ...deps },
+    {
+      checkMs: 5_000,
+      quietChecks: 2,
+      quietBelow: 0.005,
+      growthBytes: 4 * MB,
+      ...options,
+    },
+  );
   trim.start();
   return { clock, p, trim };
 }
