@@ -1,11 +1,11 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { LRUCache } from 'lru-cache';
-import { buildConnector, Pool } from 'undici';
 import type { Clock } from '../shared/clock.ts';
 import { keepReadingAfterWriteError, type Dial } from './dial.ts';
 import { OwnConnection } from './own-connection.ts';
 import { ResponseWriter } from './response-writer.ts';
+import { buildConnector, Pool, type Connector } from './undici-parts.ts';
 
 /**
  * The HTTP/1.1 upstream client: one undici Pool per endpoint, and one attempt as a dispatch()
@@ -149,7 +149,7 @@ export class UpstreamClient {
     }
   }
 
-  #connector(up: Endpoint): buildConnector.connector {
+  #connector(up: Endpoint): Connector {
     return (_opts, cb) =>
       this.#open(
         up.host,
