@@ -64,6 +64,14 @@ const otelSdk = {
   message: 'Only src/tracing/ imports the OpenTelemetry SDK.',
 };
 
+/** Everywhere in src/ but its one importer: see src/shared/node-http.ts. */
+const nodeHttp = ['node:http', 'http'].map((name) => ({
+  name,
+  allowTypeImports: true,
+  message:
+    "Import node:http values from src/shared/node-http.ts (an ESM import loads Node's bundled undici).",
+}));
+
 /** The imports forbidden in src/<folder>/ ('root' is src/*.ts and src/cli/). */
 function forbiddenFor(folder, { kube = false } = {}) {
   const rules = [testImports];
@@ -89,7 +97,10 @@ const restrict = (files, rules, ignores = []) => ({
   files,
   ignores,
   rules: {
-    'no-restricted-imports': ['error', { patterns: rules.map(({ group, message }) => ({ group, message })) }],
+    '@typescript-eslint/no-restricted-imports': [
+      'error',
+      { paths: nodeHttp, patterns: rules.map(({ group, message }) => ({ group, message })) },
+    ],
     'no-restricted-syntax': [
       'error',
       ...rules.map(({ dynamic, message }) => ({

@@ -1,4 +1,4 @@
-import { request as httpRequest } from 'node:http';
+import { request as httpRequest } from '../shared/node-http.ts';
 import { request as httpsRequest } from 'node:https';
 import { connect } from 'node:net';
 import type { AppProbe } from '../config/parse.ts';

@@ -1,4 +1,5 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { createServer } from '../shared/node-http.ts';
 import { listenOn } from '../shared/listen.ts';
 import type { AppHealth } from './app-health.ts';
 

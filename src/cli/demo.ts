@@ -1,4 +1,5 @@
-import { createServer, request, type Server } from 'node:http';
+import type { Server } from 'node:http';
+import { createServer, request } from '../shared/node-http.ts';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';

@@ -1,4 +1,4 @@
-import { request as httpRequest } from 'node:http';
+import { request as httpRequest } from '../shared/node-http.ts';
 import { request as httpsRequest } from 'node:https';
 import type { KubeConnection } from '../kube/connection.ts';
 import { OutriggerError, errorMessage } from '../shared/errors.ts';

@@ -1,4 +1,4 @@
-import { Agent as HttpAgent, request as httpRequest } from 'node:http';
+import { Agent as HttpAgent, request as httpRequest } from '../shared/node-http.ts';
 import {
   connect as h2connect,
   constants as h2c,

@@ -1,4 +1,5 @@
-import { request, type ClientRequest, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
+import type { ClientRequest, IncomingMessage, OutgoingHttpHeaders } from 'node:http';
+import { request } from '../shared/node-http.ts';
 import type { Socket } from 'node:net';
 import type { Dispatcher } from 'undici';
 import type { Timer } from '../shared/clock.ts';

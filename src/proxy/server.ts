@@ -1,4 +1,5 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { createServer } from '../shared/node-http.ts';
 import { Socket } from 'node:net';
 import { systemClock, type Clock, type Timer } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
