@@ -6,6 +6,8 @@
 //   idle     after --idle-s without a request (a pod at rest; the sidecar trims after a quiet spell)
 //   closed   every sample (--sample-s) during a closed loop (wrk -t1, 50 connections over the sidecars)
 //   fixed    every sample during a fixed rate (the Node generator, --rate over the sidecars)
+//   bodies   every sample during --bodies-s of mixed bodies (0 B to 1 MiB, up and down) at
+//            --bodies-rate over the sidecars, then the sample 20 s later
 //   after    every sample during --after-s without load, and the last one
 // with CPU per request (utime + stime of the sidecars / requests) for both load phases; then, for
 // one sidecar: USS per idle keep-alive connection (--idle-conns, each has carried one request) and
@@ -13,7 +15,7 @@
 // the private bytes are (smaps classes beside the V8 spaces from /metrics).
 //
 //   node scripts/bench/memory.ts [--sidecars 1,10] [--closed-s 30] [--fixed-s 30] [--rate 1000]
-//     [--after-s 60] [--idle-s 20] [--sample-s 1] [--idle-conns 2000,10000] [--inflight 1000] [--rounds 1]
+//     [--after-s 60] [--idle-s 20] [--bodies-s 30] [--bodies-rate 300] [--sample-s 1] [--idle-conns 2000,10000] [--inflight 1000] [--rounds 1]
 //     [--variant 'name [KEY=VALUE ...] [--node-flag ...] [@git-ref]' ...] [--json FILE]
 // A variant's KEY=VALUE pairs go into the sidecars' environment (LD_PRELOAD=jemalloc names Debian's
 // libjemalloc2), its --flags before main.js (after the shipped --max-semi-space-size), @ref builds
@@ -30,6 +32,7 @@ import { parseArgs } from 'node:util';
 import { httpGet } from '../../test/harness/http-get.ts';
 import { serviceYaml } from '../../test/harness/tracing-relay.ts';
 import { compiledBuild, refBuild } from './build.ts';
+import { mixedBodies, serveBytes, SIZES } from './bodies.ts';
 import { fixedRate } from './loadgen.ts';
 import { untilAnswers } from './lone-sidecar.ts';
 import { sidecarArgs, type SidecarPorts } from './outrigger.ts';
@@ -47,6 +50,8 @@ const { values: a } = parseArgs({
     connections: { type: 'string', default: '50' },
     'after-s': { type: 'string', default: '60' },
     'idle-s': { type: 'string', default: '20' },
+    'bodies-s': { type: 'string', default: '30' },
+    'bodies-rate': { type: 'string', default: '300' },
     'sample-s': { type: 'string', default: '1' },
     'idle-conns': { type: 'string', default: '2000,10000' },
     inflight: { type: 'string', default: '1000' },
@@ -62,6 +67,8 @@ const CLOSED_MS = bounded(a['closed-s'], 0, 120) * 1000;
 const FIXED_MS = bounded(a['fixed-s'], 0, 120) * 1000;
 const AFTER_MS = bounded(a['after-s'], 0, 300) * 1000;
 const IDLE_MS = bounded(a['idle-s'], 2, 300) * 1000;
+const BODIES_MS = bounded(a['bodies-s'], 0, 600) * 1000;
+const BODIES_RATE = bounded(a['bodies-rate'], 1, 2_000);
 const SAMPLE_MS = bounded(a['sample-s'], 0.2, 10) * 1000;
 const RATE = bounded(a.rate, 1, 20_000);
 const CONNECTIONS = bounded(a.connections, 1, 1_000);
@@ -132,7 +139,7 @@ class HoldBackend {
   readonly server = http.createServer((req, res) => {
     req.resume();
     if (req.url === '/hold') this.held.push(res);
-    else res.end('hello world\n');
+    else if (!serveBytes(req.url, res)) req.on('end', () => res.end('hello world\n'));
   });
   async listen(): Promise<number> {
     this.server.maxConnections = 20_000;
@@ -200,6 +207,8 @@ interface Phase {
   rps?: number;
   cpuUsPerReq?: number;
   p99?: number;
+  /** Body bytes carried per second, both directions. */
+  mbPerS?: number;
   load: string;
 }
 
@@ -281,6 +290,32 @@ async function fixedPhase(pids: number[]): Promise<Phase> {
     rps: results.reduce((x, r) => x + r.achievedRps, 0),
     cpuUsPerReq: (cpu / requests) * 1e6,
     p99: Math.max(...results.map((r) => r.corrected.p99)),
+    load: load(),
+  };
+}
+
+async function bodiesPhase(pids: number[]): Promise<Phase> {
+  const s = sampler(pids);
+  const before = cpuSeconds(pids);
+  const results = await Promise.all(
+    pids.map((_, i) =>
+      mixedBodies(
+        { port: portsOf(i).egress, authority: 'one-hop-hold' },
+        { rate: BODIES_RATE / pids.length, durationMs: BODIES_MS, maxInFlight: 256 },
+      ),
+    ),
+  );
+  const cpu = cpuSeconds(pids) - before;
+  await sleep(20_000);
+  s.stop();
+  const requests = results.reduce((x, r) => x + r.ok, 0);
+  return {
+    samples: s.samples,
+    requests,
+    errors: results.reduce((x, r) => x + r.errors + r.late, 0),
+    rps: requests / (BODIES_MS / 1000),
+    cpuUsPerReq: (cpu / Math.max(1, requests)) * 1e6,
+    mbPerS: results.reduce((x, r) => x + r.bytes, 0) / 1048576 / (BODIES_MS / 1000),
     load: load(),
   };
 }
@@ -392,6 +427,7 @@ interface Run {
   idle: Mem[];
   closed?: Phase;
   fixed?: Phase;
+  bodies?: Phase;
   after?: Phase;
   where: Record<string, Breakdown>;
   idleConns: PerConn[];
@@ -432,6 +468,10 @@ async function runOne(stage: Stage, v: Variant, n: number, round: number): Promi
     say(`${AFTER_MS / 1000} s without load`);
     run.after = await afterPhase(pids);
     run.where.after = await whereItIs(pids[0]!, portsOf(0).admin);
+    if (BODIES_MS > 0) {
+      say(`mixed bodies at ${BODIES_RATE} rps for ${BODIES_MS / 1000} s, then 20 s without load`);
+      run.bodies = await bodiesPhase(pids);
+    }
     if (n === 1) {
       for (const c of IDLE_CONNS) {
         say(`${c} idle keep-alive connections`);
@@ -492,6 +532,22 @@ function report(runs: Run[]): string {
       `| ${r.variant}${ROUNDS > 1 ? ` (${r.round + 1})` : ''} | ${r.sidecars} | ${trio((k) => atRest(r.start, k))} | ${trio((k) => atRest(r.idle, k))} | ${f0(r.closed?.rps)}, ${f0(r.closed?.cpuUsPerReq)}${r.closed?.errors ? ` (${r.closed.errors} errors)` : ''} | ${trio((k) => peak(r.closed, k))} | ${f0(r.fixed?.rps)}, ${f1(r.fixed?.p99)}, ${f0(r.fixed?.cpuUsPerReq)}${r.fixed?.errors ? ` (${r.fixed.errors} errors)` : ''} | ${trio((k) => peak(r.fixed, k))} | ${trio((k) => last(r.after, k))} | ${r.fixed?.load ?? r.closed?.load ?? load()} |`,
     );
   }
+  if (runs.some((r) => r.bodies)) {
+    out.push(
+      '',
+      `Mixed bodies (${SIZES.map((b) => (b >= 1024 ? `${b / 1024} KiB` : `${b} B`)).join(', ')}; uploads and downloads alternate) at ${BODIES_RATE} rps over the sidecars for ${BODIES_MS / 1000} s, at most 256 in flight per sidecar; MB as above:`,
+      '',
+      '| variant | sidecars | rps, body MB/s, errors + late, CPU µs/req | peak RSS / PSS / USS | 20 s after: RSS / PSS / USS |',
+      '|---|---|---|---|---|',
+    );
+    for (const r of runs.filter((x) => x.bodies)) {
+      const b = r.bodies!;
+      const trio = (g: (k: keyof Mem) => string): string => `${g('rss')} / ${g('pss')} / ${g('uss')}`;
+      out.push(
+        `| ${r.variant}${ROUNDS > 1 ? ` (${r.round + 1})` : ''} | ${r.sidecars} | ${f0(b.rps)}, ${f1(b.mbPerS)}, ${b.errors ?? 0}, ${f0(b.cpuUsPerReq)} | ${trio((k) => peak(b, k))} | ${trio((k) => last(b, k))} |`,
+      );
+    }
+  }
   const single = runs.filter((r) => r.sidecars === 1);
   if (single.some((r) => r.idleConns.length > 0 || r.inflight)) {
     out.push(
@@ -523,7 +579,7 @@ function report(runs: Run[]): string {
     const series = (p: Phase | undefined): string => p?.samples[0]?.map((s) => f0(s.uss)).join(' ') ?? '—';
     out.push(
       '',
-      `USS samples (${r.variant}): closed ${series(r.closed)}; fixed ${series(r.fixed)}; after ${series(r.after)}`,
+      `USS samples (${r.variant}): closed ${series(r.closed)}; fixed ${series(r.fixed)}; after ${series(r.after)}; bodies ${series(r.bodies)}`,
     );
   }
   return out.join('\n') + '\n';
