@@ -228,3 +228,15 @@ test('resolve takes -n for --namespace, as inject and status do', async () => {
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stdout, /10\.1\.0\.5/);
 });
+
+test('a kubeconfig that cannot be read exits 1 in every command that reads one; a malformed one exits 2', async () => {
+  const junk = path.join(dir, 'junk-kubeconfig.yaml');
+  writeFileSync(junk, 'clusters: [unclosed\n');
+  for (const args of [['install'], ['uninstall'], ['resolve', 'web'], ['status', '-A'], ['version']]) {
+    const missing = await runCli([...args, '--kubeconfig', '/nonexistent/kubeconfig']);
+    assert.equal(missing.status, 1, `${args[0]}: ${missing.stderr}`);
+    assert.match(missing.stderr, /--kubeconfig \/nonexistent\/kubeconfig: .*ENOENT/, args[0]);
+    const malformed = await runCli([...args, '--kubeconfig', junk]);
+    assert.equal(malformed.status, 2, `${args[0]}: ${malformed.stderr}`);
+  }
+});
