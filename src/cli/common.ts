@@ -58,12 +58,14 @@ export function optionHelp(
     // An unset default that the description already explains ("default: the pod's") is not repeated.
     ...(spec.default === undefined && spec.describe.includes('(default:')
       ? []
-      : [`default: ${shownDefault(spec.default)}`]),
+      : [
+          `default: ${spec.parser.show ? JSON.stringify(spec.parser.show(spec.default)) : shownDefault(spec.default)}`,
+        ]),
   ];
   return `${spec.describe} (${parts.join('; ')})`;
 }
 
-/** Strings quoted and numbers bare, as commander shows the defaults of its own options. */
+/** Strings quoted and numbers bare, as commander shows the defaults of its own options; a duration as typed. */
 function shownDefault(d: unknown): string {
   if (d === undefined) return 'unset';
   if (Array.isArray(d)) return d.length === 0 ? 'none' : JSON.stringify(d.join(','));

@@ -20,6 +20,8 @@ export interface OptionSpec<T> {
   live?: boolean;
   repeatable?: boolean;
   scope: 'proxy' | 'inject';
+  /** The spellings before a rename, still read for one release with a warning (docs/cli.md). */
+  was?: { flag?: string; env?: string; parser?: Parser<T> };
 }
 
 export const ANNOTATION_PREFIX = 'outrigger.dev/';

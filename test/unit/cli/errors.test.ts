@@ -128,13 +128,13 @@ test('a misspelled OUTRIGGER_* variable is warned about, naming the nearest vali
 });
 
 test('webhook certificate problems name the flag, the file and how to make one', async () => {
-  const missing = await runCli(['webhook', '--listen', '127.0.0.1:0', '--tls-cert', '/nonexistent/tls.crt']);
+  const missing = await runCli(['webhook', '--https-port', '0', '--tls-cert', '/nonexistent/tls.crt']);
   assert.equal(missing.status, 1, missing.stderr);
   assert.match(missing.stderr, /--tls-cert \/nonexistent\/tls\.crt/);
   assert.match(missing.stderr, /scripts\/gen-webhook-certs/);
   const junk = path.join(dir, 'junk.pem');
   writeFileSync(junk, 'not a certificate\n');
-  const bad = await runCli(['webhook', '--listen', '127.0.0.1:0', '--tls-cert', junk, '--tls-key', junk]);
+  const bad = await runCli(['webhook', '--https-port', '0', '--tls-cert', junk, '--tls-key', junk]);
   assert.equal(bad.status, 2, bad.stderr);
   assert.match(bad.stderr, new RegExp(`${junk.replace(/\./g, '\\.')}.*PEM`));
 });
@@ -194,14 +194,14 @@ test('a file a flag names that cannot be read exits 1 in every command (identity
     '/nonexistent/ca.crt',
     '--ca-key',
     '/nonexistent/ca.key',
-    '--listen',
-    '127.0.0.1:0',
-    '--admin-listen',
+    '--https-port',
+    '0',
+    '--admin-port',
     'off',
   ]);
   assert.equal(identity.status, 1, identity.stderr);
   assert.match(identity.stderr, /--ca-cert \/nonexistent\/ca\.crt/);
-  const webhook = await runCli(['webhook', '--listen', '127.0.0.1:0', '--tls-cert', '/nonexistent/tls.crt']);
+  const webhook = await runCli(['webhook', '--https-port', '0', '--tls-cert', '/nonexistent/tls.crt']);
   assert.equal(webhook.status, 1, webhook.stderr);
 });
 

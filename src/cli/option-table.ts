@@ -1,0 +1,53 @@
+import { Option, type Command } from 'commander';
+import type { TableInputs, TableSpec } from '../config/resolve.ts';
+import { optionHelp } from './common.ts';
+
+type HelpSpec = TableSpec<unknown> & { describe: string; repeatable?: boolean; live?: boolean };
+export type TableFlags<N extends string> = Required<Pick<TableInputs<N>, 'flags' | 'oldFlags'>>;
+
+const collect = (v: string, prev: string[] | undefined): string[] => [...(prev ?? []), v];
+
+/**
+ * Adds a table's options to a command, each with its help in the one notation and, hidden from the
+ * help, the old spelling of a renamed flag (two options renamed from one flag share it). Returns
+ * what turns commander's parsed values back into raw values by option name, for the table's
+ * loader to validate with precedence and deprecation warnings.
+ */
+export function addTable<N extends string>(
+  cmd: Command,
+  table: Record<N, HelpSpec>,
+  names: readonly N[] = Object.keys(table) as N[],
+): (opts: Record<string, unknown>) => TableFlags<N> {
+  const byAttribute = new Map<string, { name: N; old: boolean }[]>();
+  const bind = (o: Option, name: N, old: boolean): void => {
+    const key = o.attributeName();
+    byAttribute.set(key, [...(byAttribute.get(key) ?? []), { name, old }]);
+  };
+  for (const name of names) {
+    const spec = table[name];
+    const o = new Option(spec.flag, optionHelp(spec));
+    // Repeatable flags collect every value; the loader joins them with commas.
+    if (spec.repeatable) o.argParser(collect);
+    cmd.addOption(o);
+    bind(o, name, false);
+    const oldFlag = spec.was?.flag;
+    if (oldFlag === undefined) continue;
+    const shared = cmd.options.find((x) => x.flags === oldFlag);
+    const old = shared ?? new Option(oldFlag).hideHelp();
+    if (!shared) cmd.addOption(old);
+    bind(old, name, true);
+  }
+  return (opts) => {
+    const out: TableFlags<N> = { flags: {}, oldFlags: {} };
+    for (const [attr, value] of Object.entries(opts)) {
+      // A switch (--allow-unbound-tokens) reads as the value its variable would take.
+      const raw = value === true ? 'true' : value;
+      if (typeof raw !== 'string' && !Array.isArray(raw)) continue;
+      for (const { name, old } of byAttribute.get(attr) ?? []) {
+        if (old) out.oldFlags[name] = String(raw);
+        else out.flags[name] = raw as string | string[];
+      }
+    }
+    return out;
+  };
+}

@@ -1,0 +1,83 @@
+import type { OptionSpec } from './options.ts';
+import { parseValue } from './parse.ts';
+
+/**
+ * One value of a table option, with the precedence every command shares: flag > the flag's old
+ * spelling > variable > the variable's old spelling > annotation > default. An old spelling is
+ * read for one release after a rename and warned about once (docs/cli.md, "Renamed options").
+ */
+export type TableSpec<T> = Pick<OptionSpec<T>, 'flag' | 'env' | 'parser' | 'default' | 'was'> &
+  Partial<Pick<OptionSpec<T>, 'annotation'>>;
+
+export interface RawValues {
+  flag?: string | string[] | undefined;
+  oldFlag?: string | undefined;
+  env?: Record<string, string | undefined>;
+  annotations?: Record<string, string>;
+}
+
+type Warn = (line: string) => unknown;
+let warnSink: Warn = (line) => process.stderr.write(line);
+const warned = new Set<string>();
+
+/** Where deprecation warnings go; tests collect them. Returns the previous sink. */
+export function setDeprecationSink(sink: Warn): Warn {
+  const previous = warnSink;
+  warnSink = sink;
+  warned.clear();
+  return previous;
+}
+
+/** One warning per old spelling and process, however often the configuration is loaded. */
+export function deprecated(old: string, now: string): void {
+  if (warned.has(old)) return;
+  warned.add(old);
+  warnSink(`outrigger: warning: ${old} is deprecated and goes in the next release; use ${now}\n`);
+}
+
+export const flagName = (spec: { flag: string }): string => spec.flag.split(' ')[0] ?? spec.flag;
+
+export function resolveValue<T>(spec: TableSpec<T>, raw: RawValues): T {
+  const { flag, oldFlag, env = {}, annotations = {} } = raw;
+  const was = spec.was;
+  const oldParser = was?.parser ?? spec.parser;
+  if (flag !== undefined)
+    return parseValue(spec.parser, flagName(spec), Array.isArray(flag) ? flag.join(',') : flag, 'flag');
+  if (oldFlag !== undefined && was?.flag) {
+    deprecated(flagName(was as { flag: string }), flagName(spec));
+    return parseValue(oldParser, flagName(was as { flag: string }), oldFlag, 'flag');
+  }
+  const fromEnv = env[spec.env];
+  if (fromEnv !== undefined && fromEnv !== '')
+    return parseValue(spec.parser, spec.env, fromEnv, 'environment variable');
+  const fromOldEnv = was?.env === undefined ? undefined : env[was.env];
+  if (was?.env !== undefined && fromOldEnv !== undefined && fromOldEnv !== '') {
+    deprecated(was.env, spec.env);
+    return parseValue(oldParser, was.env, fromOldEnv, 'environment variable');
+  }
+  const fromAnn = spec.annotation === undefined ? undefined : annotations[spec.annotation];
+  if (spec.annotation !== undefined && fromAnn !== undefined)
+    return parseValue(spec.parser, spec.annotation, fromAnn, 'annotation');
+  return spec.default;
+}
+
+export interface TableInputs<N extends string> {
+  flags?: Partial<Record<N, string | string[]>>;
+  oldFlags?: Partial<Record<N, string>>;
+  env?: Record<string, string | undefined>;
+}
+
+/** Every option of a table, validated; the first invalid value throws config_invalid. */
+export function loadTable<N extends string, C>(
+  table: Record<N, TableSpec<unknown>>,
+  inputs: TableInputs<N>,
+): C {
+  const out: Record<string, unknown> = {};
+  for (const name of Object.keys(table) as N[])
+    out[name] = resolveValue(table[name], {
+      flag: inputs.flags?.[name],
+      oldFlag: inputs.oldFlags?.[name],
+      env: inputs.env ?? {},
+    });
+  return out as C;
+}
