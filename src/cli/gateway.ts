@@ -17,9 +17,8 @@ export function gatewayCommand(): Command {
       'and names the key, the value and what is allowed.',
   );
   return cmd.action(async (opts: Record<string, unknown>) => {
-    const { flags } = read(opts);
     // Loaded on use: building the command tree (every sidecar does) loads no gateway code.
     const { runGateway } = await import('../compose/gateway-run.ts');
-    await runGateway(flags, process.env);
+    await runGateway(read(opts), process.env);
   });
 }

@@ -20,11 +20,10 @@ export function proxyCommand(): Command {
       'Live options are re-applied when the annotations file changes; the rest need a restart.',
   );
   return cmd.action(async (opts: Record<string, unknown>) => {
-    const { flags } = read(opts);
     // Loaded on use (src/cli/index.ts): building the command tree for --help loads no data path.
     const { runSidecar } = await import('../compose/sidecar.ts');
-    const checked = proxyPreflight(flags, process.env);
-    await runSidecar({ flags: checked, env: process.env }).catch((e: unknown) => {
+    const checked = proxyPreflight(read(opts), process.env);
+    await runSidecar({ ...checked, env: process.env }).catch((e: unknown) => {
       throw explainStartError(e, checked, process.env);
     });
   });

@@ -57,6 +57,11 @@ export function duration(minMs: number, maxMs: number): Parser<number> {
   };
 }
 
+/** A duration kept in seconds (--drain-duration 25s is 25). */
+export function inSeconds(ms: Parser<number>): Parser<number> {
+  return { allowed: ms.allowed, parse: (raw) => ms.parse(raw) / 1_000, show: (s) => showDuration(s * 1_000) };
+}
+
 /** A duration's old spelling, a bare number of a fixed unit (--drain-seconds 25), kept in ms. */
 export function countOf(unit: 'ms' | 's' | 'd', minMs: number, maxMs: number): Parser<number> {
   const size = UNIT_MS[unit];

@@ -240,3 +240,27 @@ test('a kubeconfig that cannot be read exits 1 in every command that reads one; 
     assert.equal(malformed.status, 2, `${args[0]}: ${malformed.stderr}`);
   }
 });
+
+test('a renamed flag still works through the real CLI, with one warning naming its new spelling', async () => {
+  const r = await runCli(
+    [
+      'proxy',
+      '--capture',
+      'explicit',
+      '--source',
+      'file:manifests/demo/cluster.yaml',
+      '--connect-timeout-ms',
+      '250',
+    ],
+    { timeoutMs: 10_000, env: { OUTRIGGER_DRAIN_SECONDS: '0', OUTRIGGER_EGRESS_PORT: '7402' } },
+  );
+  // The listener ports collide, so it stops after reading (and warning about) every option.
+  assert.equal(r.status, 2, r.stderr);
+  assert.deepEqual(
+    r.stderr.split('\n').filter((l) => l.includes('deprecated')),
+    [
+      'outrigger: warning: --connect-timeout-ms is deprecated and goes in the next release; use --connect-timeout',
+      'outrigger: warning: OUTRIGGER_DRAIN_SECONDS is deprecated and goes in the next release; use OUTRIGGER_DRAIN_DURATION',
+    ],
+  );
+});

@@ -148,3 +148,30 @@ test("every variable is OUTRIGGER_<FLAG> in every table (a repeatable flag's is 
       assert.equal(spec.env, want, `${command} ${flagName(spec)}`);
     }
 });
+
+test('proxy and gateway: --<kind>-timeout-ms N and --drain-seconds N are --<kind>-timeout Nms and --drain-duration Ns', () => {
+  const lines = collecting();
+  for (const table of [options, gatewayOptions]) {
+    assert.equal(resolveValue(table.connectTimeoutMs, { oldFlag: '1500' }), 1_500);
+    assert.equal(resolveValue(table.connectTimeoutMs, { flag: '1500ms' }), 1_500);
+    assert.equal(
+      resolveValue(table.requestTimeoutMs, { env: { OUTRIGGER_REQUEST_TIMEOUT_MS: '2000' } }),
+      2_000,
+    );
+    assert.equal(resolveValue(table.idleTimeoutMs, { flag: '2m' }), 120_000);
+    assert.equal(resolveValue(table.drainSeconds, { env: { OUTRIGGER_DRAIN_SECONDS: '7' } }), 7);
+    assert.equal(resolveValue(table.drainSeconds, { flag: '500ms' }), 0.5);
+    assert.throws(
+      () => resolveValue(table.connectTimeoutMs, { flag: '1500' }),
+      /invalid flag --connect-timeout="1500": expected a duration such as 500ms, 30s/,
+    );
+  }
+  assert.deepEqual(
+    lines.map((l) => l.split(' is deprecated')[0]),
+    [
+      'outrigger: warning: --connect-timeout-ms',
+      'outrigger: warning: OUTRIGGER_REQUEST_TIMEOUT_MS',
+      'outrigger: warning: OUTRIGGER_DRAIN_SECONDS',
+    ],
+  );
+});
