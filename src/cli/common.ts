@@ -58,14 +58,16 @@ export function optionHelp(
     // An unset default that the description already explains ("default: the pod's") is not repeated.
     ...(spec.default === undefined && spec.describe.includes('(default:')
       ? []
-      : [
-          `default: ${spec.parser.show ? JSON.stringify(spec.parser.show(spec.default)) : shownDefault(spec.default)}`,
-        ]),
+      : [`default: ${defaultText(spec)}`]),
   ];
   return `${spec.describe} (${parts.join('; ')})`;
 }
 
-/** Strings quoted and numbers bare, as commander shows the defaults of its own options; a duration as typed. */
+/** A table option's default as --help and docs/cli.md show it: a duration as typed (30s). */
+export const defaultText = (spec: Pick<OptionSpec<unknown>, 'parser' | 'default'>): string =>
+  spec.parser.show ? JSON.stringify(spec.parser.show(spec.default)) : shownDefault(spec.default);
+
+/** Strings quoted and numbers bare, as commander shows the defaults of its own options. */
 function shownDefault(d: unknown): string {
   if (d === undefined) return 'unset';
   if (Array.isArray(d)) return d.length === 0 ? 'none' : JSON.stringify(d.join(','));

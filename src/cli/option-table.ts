@@ -7,6 +7,10 @@ export type TableFlags<N extends string> = Required<Pick<TableInputs<N>, 'flags'
 
 const collect = (v: string, prev: string[] | undefined): string[] => [...(prev ?? []), v];
 
+const specs = new WeakMap<Option, HelpSpec>();
+/** The table row a command's option was made from, for the generated docs (docs/cli.md). */
+export const specOfOption = (o: Option): HelpSpec | undefined => specs.get(o);
+
 /**
  * Adds a table's options to a command, each with its help in the one notation and, hidden from the
  * help, the old spelling of a renamed flag (two options renamed from one flag share it). Returns
@@ -28,6 +32,7 @@ export function addTable<N extends string>(
     const o = new Option(spec.flag, optionHelp(spec));
     // Repeatable flags collect every value; the loader joins them with commas.
     if (spec.repeatable) o.argParser(collect);
+    specs.set(o, spec);
     cmd.addOption(o);
     bind(o, name, false);
     const oldFlag = spec.was?.flag;

@@ -36,10 +36,12 @@ export const portOrOff: Parser<number | undefined> = {
 
 const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
-/** Largest unit that divides the duration: 90000 shows as 90s, 86400000 as 1d. */
+/** Largest unit that divides the duration: 90000 shows as 90s, 86400000 as 24h (days from 2d). */
 export function showDuration(ms: number): string {
   const units = Object.entries(UNIT_MS).reverse() as [keyof typeof UNIT_MS, number][];
-  const [unit, size] = units.find(([, size]) => ms !== 0 && ms % size === 0) ?? ['s', 1_000];
+  const fits = ([unit, size]: [string, number]): boolean =>
+    ms !== 0 && ms % size === 0 && (unit !== 'd' || ms >= 2 * size);
+  const [unit, size] = units.find(fits) ?? ['s', 1_000];
   return `${ms / size}${unit}`;
 }
 

@@ -37,14 +37,23 @@ export function deprecated(old: string, now: string): void {
 
 export const flagName = (spec: { flag: string }): string => spec.flag.split(' ')[0] ?? spec.flag;
 
-export function resolveValue<T>(spec: TableSpec<T>, raw: RawValues): T {
+/**
+ * `renamedTo` names every new spelling of an old one, for an old flag split in two (--listen
+ * HOST:PORT is --listen-host and --https-port); by default the spec's own.
+ */
+export function resolveValue<T>(
+  spec: TableSpec<T>,
+  raw: RawValues,
+  renamedTo: (old: string, now: string) => string = (_, now) => now,
+): T {
   const { flag, oldFlag, env = {}, annotations = {} } = raw;
   const was = spec.was;
   const oldParser = was?.parser ?? spec.parser;
   if (flag !== undefined)
     return parseValue(spec.parser, flagName(spec), Array.isArray(flag) ? flag.join(',') : flag, 'flag');
   if (oldFlag !== undefined && was?.flag) {
-    deprecated(flagName(was as { flag: string }), flagName(spec));
+    const old = flagName(was as { flag: string });
+    deprecated(old, renamedTo(old, flagName(spec)));
     return parseValue(oldParser, flagName(was as { flag: string }), oldFlag, 'flag');
   }
   const fromEnv = env[spec.env];
@@ -52,7 +61,7 @@ export function resolveValue<T>(spec: TableSpec<T>, raw: RawValues): T {
     return parseValue(spec.parser, spec.env, fromEnv, 'environment variable');
   const fromOldEnv = was?.env === undefined ? undefined : env[was.env];
   if (was?.env !== undefined && fromOldEnv !== undefined && fromOldEnv !== '') {
-    deprecated(was.env, spec.env);
+    deprecated(was.env, renamedTo(was.env, spec.env));
     return parseValue(oldParser, was.env, fromOldEnv, 'environment variable');
   }
   const fromAnn = spec.annotation === undefined ? undefined : annotations[spec.annotation];
@@ -72,12 +81,23 @@ export function loadTable<N extends string, C>(
   table: Record<N, TableSpec<unknown>>,
   inputs: TableInputs<N>,
 ): C {
+  const specs = Object.values<TableSpec<unknown>>(table);
+  const renamedTo = (old: string): string =>
+    specs
+      .flatMap((s) =>
+        s.was?.env === old
+          ? [s.env]
+          : s.was?.flag && flagName(s.was as { flag: string }) === old
+            ? [flagName(s)]
+            : [],
+      )
+      .join(' and ');
   const out: Record<string, unknown> = {};
   for (const name of Object.keys(table) as N[])
-    out[name] = resolveValue(table[name], {
-      flag: inputs.flags?.[name],
-      oldFlag: inputs.oldFlags?.[name],
-      env: inputs.env ?? {},
-    });
+    out[name] = resolveValue(
+      table[name],
+      { flag: inputs.flags?.[name], oldFlag: inputs.oldFlags?.[name], env: inputs.env ?? {} },
+      renamedTo,
+    );
   return out as C;
 }

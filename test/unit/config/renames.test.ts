@@ -84,7 +84,7 @@ test('identity and webhook: --listen HOST:PORT is --listen-host and --https-port
     assert.equal(c.listenHost, '127.0.0.1');
     assert.equal(c.httpsPort, 9443);
     assert.equal(lines.length, 1);
-    assert.match(lines[0]!, /--listen is deprecated.*use --listen-host/);
+    assert.match(lines[0]!, /--listen is deprecated.*use --listen-host and --https-port\n/);
     const fromEnv = loadTable<string, Record<string, unknown>>(table, { env: { [old]: '[::1]:0' } });
     assert.equal(fromEnv.listenHost, '::1');
     assert.equal(fromEnv.httpsPort, 0);

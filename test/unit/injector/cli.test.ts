@@ -28,7 +28,7 @@ test('outrigger webhook still takes --listen HOST:PORT, with a warning naming it
   assert.equal(r.status, 1);
   const warnings = r.stderr.split('\n').filter((l) => l.includes('deprecated'));
   assert.deepEqual(warnings, [
-    'outrigger: warning: --listen is deprecated and goes in the next release; use --listen-host',
+    'outrigger: warning: --listen is deprecated and goes in the next release; use --listen-host and --https-port',
   ]);
 });
 
