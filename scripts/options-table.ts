@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import type { Command, Option } from 'commander';
 import { defaultText } from '../src/cli/common.ts';
 import { buildCli } from '../src/cli/index.ts';
-import { specOfOption } from '../src/cli/option-table.ts';
+import { renamedTo, specOfOption } from '../src/cli/option-table.ts';
 
 export const MARKERS = {
   options: ['<!-- options:start -->', '<!-- options:end -->'],
@@ -52,7 +52,7 @@ export function renderOptionsTables(cli = buildCli()): string {
 export function renderRenamesTable(cli = buildCli()): string {
   const renames = new Map<string, { now: Set<string>; commands: Set<string> }>();
   const add = (old: string | undefined, now: string, command: string): void => {
-    if (old === undefined) return;
+    if (old === undefined || now === '') return;
     const r = renames.get(old) ?? { now: new Set(), commands: new Set() };
     r.now.add(now);
     r.commands.add(command);
@@ -60,6 +60,7 @@ export function renderRenamesTable(cli = buildCli()): string {
   };
   for (const cmd of cli.commands)
     for (const o of cmd.options) {
+      add(o.long, renamedTo(o) ?? '', cmd.name());
       const spec = specOfOption(o);
       if (spec?.was === undefined) continue;
       add(spec.was.flag?.split(' ')[0], spec.flag.split(' ')[0] ?? spec.flag, cmd.name());

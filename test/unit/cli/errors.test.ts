@@ -45,8 +45,8 @@ const closed = kubeconfig('closed.yaml', 'https://127.0.0.1:1', { skipTls: true 
 
 test('resolve with an unreachable API server says so and exits 1 (flag and $KUBECONFIG)', async () => {
   for (const r of [
-    await runCli(['resolve', 'web', '--kubeconfig', closed, '--wait-ms', '2000']),
-    await runCli(['resolve', 'web', '--wait-ms', '2000'], { env: { KUBECONFIG: closed } }),
+    await runCli(['resolve', 'web', '--kubeconfig', closed, '--wait', '2s']),
+    await runCli(['resolve', 'web', '--wait', '2s'], { env: { KUBECONFIG: closed } }),
   ]) {
     assert.equal(r.status, 1, r.stderr);
     assert.match(r.stderr, /cannot reach the API server https:\/\/127\.0\.0\.1:1\/? \(.*ECONNREFUSED.*\)/);
@@ -64,7 +64,7 @@ test('a kubeconfig without the current context names it and lists the contexts i
 
 test('an http:// server in a kubeconfig gets an error that says what to change', async () => {
   const file = kubeconfig('http.yaml', 'http://127.0.0.1:1');
-  const r = await runCli(['resolve', 'web', '--kubeconfig', file, '--wait-ms', '1000']);
+  const r = await runCli(['resolve', 'web', '--kubeconfig', file, '--wait', '1s']);
   assert.ok(r.status === 1 || r.status === 2, `exit ${r.status}: ${r.stderr}`);
   assert.doesNotMatch(r.stderr, /HTTP protocol is not allowed when skipTLSVerify/);
   assert.doesNotMatch(r.stderr, /unsettled top-level await/);
@@ -263,4 +263,26 @@ test('a renamed flag still works through the real CLI, with one warning naming i
       'outrigger: warning: OUTRIGGER_DRAIN_SECONDS is deprecated and goes in the next release; use OUTRIGGER_DRAIN_DURATION',
     ],
   );
+});
+
+test("install's --cert-days and resolve's --wait-ms are --cert-ttl and --wait, durations like every other", async () => {
+  const warning = (old: string, now: string): string =>
+    `outrigger: warning: ${old} is deprecated and goes in the next release; use ${now}`;
+  const home = { HOME: dir };
+  const oldTtl = await runCli(['install', '--cert-days', '30'], { env: home });
+  assert.equal(oldTtl.status, 0, oldTtl.stderr);
+  assert.ok(oldTtl.stderr.includes(warning('--cert-days', '--cert-ttl')), oldTtl.stderr);
+  const ttl = await runCli(['install', '--cert-ttl', '720h'], { env: home });
+  assert.equal(ttl.status, 0, ttl.stderr);
+  assert.doesNotMatch(ttl.stderr, /deprecated/);
+  const short = await runCli(['install', '--cert-ttl', '1h'], { env: home });
+  assert.equal(short.status, 2, short.stderr);
+  assert.match(short.stderr, /invalid flag --cert-ttl="1h": expected a duration .* from 24h to 3650d/);
+  const source = ['--source', 'file:manifests/demo/cluster.yaml', '-n', 'demo'];
+  const oldWait = await runCli(['resolve', 'nothing', ...source, '--wait-ms', '10']);
+  assert.equal(oldWait.status, 1, oldWait.stderr);
+  assert.ok(oldWait.stderr.includes(warning('--wait-ms', '--wait')), oldWait.stderr);
+  const wait = await runCli(['resolve', 'nothing', ...source, '--wait', '5000']);
+  assert.equal(wait.status, 2, wait.stderr);
+  assert.match(wait.stderr, /invalid flag --wait="5000": expected a duration such as 500ms/);
 });
