@@ -1,6 +1,6 @@
 import { Command } from 'commander';
 import { gatewayOptions } from '../config/gateway-options.ts';
-import { addTable } from './option-table.ts';
+import { TABLE_HELP, addTable } from './option-table.ts';
 
 /**
  * `outrigger gateway`: the Ingress controller (IngressClass controller outrigger.dev/gateway). Its
@@ -11,11 +11,7 @@ export function gatewayCommand(): Command {
     'run the Ingress gateway: serves networking.k8s.io/v1 Ingresses of the outrigger class over HTTP and HTTPS',
   );
   const read = addTable(cmd, gatewayOptions);
-  cmd.addHelpText(
-    'after',
-    '\nPrecedence: flag > OUTRIGGER_* environment variable > default. An invalid value exits with status 2\n' +
-      'and names the key, the value and what is allowed.',
-  );
+  cmd.addHelpText('after', TABLE_HELP);
   return cmd.action(async (opts: Record<string, unknown>) => {
     // Loaded on use: building the command tree (every sidecar does) loads no gateway code.
     const { runGateway } = await import('../compose/gateway-run.ts');

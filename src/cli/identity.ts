@@ -2,7 +2,7 @@ import { Command } from 'commander';
 import { identityOptions, type IdentityConfig, type IdentityOptionName } from '../config/identity-options.ts';
 import { loadTable } from '../config/resolve.ts';
 import { createLogger, type LogLevel } from '../shared/log.ts';
-import { addTable } from './option-table.ts';
+import { TABLE_HELP, addTable } from './option-table.ts';
 
 /**
  * `outrigger identity`: the mesh certificate issuer (Deployment, 2 replicas, no state). Its flags
@@ -13,6 +13,7 @@ export function identityCommand(): Command {
     'serve the mesh certificate issuer: sidecars trade a service-account token (checked with TokenReview) and a CSR for a short-lived SPIFFE certificate',
   );
   const read = addTable(cmd, identityOptions);
+  cmd.addHelpText('after', TABLE_HELP);
   return cmd.action(async (opts: Record<string, unknown>) => {
     const flags = loadTable<IdentityOptionName, IdentityConfig>(identityOptions, {
       ...read(opts),

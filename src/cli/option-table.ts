@@ -6,6 +6,11 @@ import { defaultText, optionHelp } from './common.ts';
 type HelpSpec = TableSpec<unknown> & { describe: string; repeatable?: boolean; live?: boolean };
 export type TableFlags<N extends string> = Required<Pick<TableInputs<N>, 'flags' | 'oldFlags'>>;
 
+/** The help's closing words for a command whose options all come from a table without annotations. */
+export const TABLE_HELP =
+  '\nPrecedence: flag > OUTRIGGER_* environment variable > default. An invalid value exits with status 2\n' +
+  'and names the key, the value and what is allowed.';
+
 const collect = (v: string, prev: string[] | undefined): string[] => [...(prev ?? []), v];
 
 const specs = new WeakMap<Option, HelpSpec>();

@@ -4,7 +4,7 @@ import { webhookOptions, type WebhookConfig, type WebhookOptionName } from '../c
 import { injectorSettings } from '../injector/settings.ts';
 import type { LogLevel } from '../shared/log.ts';
 import { addInjectionOptions, injectionDefaults } from './inject.ts';
-import { addTable } from './option-table.ts';
+import { TABLE_HELP, addTable } from './option-table.ts';
 import { checkWebhookTls } from './webhook-tls.ts';
 
 /** `outrigger webhook`: the mutating admission webhook (Deployment, 2+ replicas). */
@@ -14,6 +14,7 @@ export function webhookCommand(): Command {
   );
   const read = addTable(cmd, webhookOptions);
   addInjectionOptions(cmd, ['logLevel']);
+  cmd.addHelpText('after', TABLE_HELP);
   return cmd.action(async (opts: Record<string, unknown>) => {
     const defaults = injectionDefaults(opts);
     const flags = loadTable<WebhookOptionName, WebhookConfig>(webhookOptions, {
