@@ -1,11 +1,7 @@
 import type { OptionSpec } from './options.ts';
 import { parseValue } from './parse.ts';
 
-/**
- * One value of a table option, with the precedence every command shares: flag > the flag's old
- * spelling > variable > the variable's old spelling > annotation > default. An old spelling is
- * read for one release after a rename and warned about once (docs/cli.md, "Renamed options").
- */
+/** What the resolver needs of an option of any command's table. */
 export type TableSpec<T> = Pick<OptionSpec<T>, 'flag' | 'env' | 'parser' | 'default' | 'was'> &
   Partial<Pick<OptionSpec<T>, 'annotation'>>;
 
@@ -38,6 +34,9 @@ export function deprecated(old: string, now: string): void {
 export const flagName = (spec: { flag: string }): string => spec.flag.split(' ')[0] ?? spec.flag;
 
 /**
+ * One value of a table option, with the precedence every command shares: flag > the flag's old
+ * spelling > variable > the variable's old spelling > annotation > default. An old spelling is
+ * read for one release after a rename and warned about once (docs/cli.md, "Renamed options").
  * `renamedTo` names every new spelling of an old one, for an old flag split in two (--listen
  * HOST:PORT is --listen-host and --https-port); by default the spec's own.
  */
@@ -52,9 +51,9 @@ export function resolveValue<T>(
   if (flag !== undefined)
     return parseValue(spec.parser, flagName(spec), Array.isArray(flag) ? flag.join(',') : flag, 'flag');
   if (oldFlag !== undefined && was?.flag) {
-    const old = flagName(was as { flag: string });
+    const old = flagName({ flag: was.flag });
     deprecated(old, renamedTo(old, flagName(spec)));
-    return parseValue(oldParser, flagName(was as { flag: string }), oldFlag, 'flag');
+    return parseValue(oldParser, old, oldFlag, 'flag');
   }
   const fromEnv = env[spec.env];
   if (fromEnv !== undefined && fromEnv !== '')
@@ -82,16 +81,13 @@ export function loadTable<N extends string, C>(
   inputs: TableInputs<N>,
 ): C {
   const specs = Object.values<TableSpec<unknown>>(table);
+  const wasFlag = (s: TableSpec<unknown>): string | undefined =>
+    s.was?.flag === undefined ? undefined : flagName({ flag: s.was.flag });
   const renamedTo = (old: string): string =>
-    specs
-      .flatMap((s) =>
-        s.was?.env === old
-          ? [s.env]
-          : s.was?.flag && flagName(s.was as { flag: string }) === old
-            ? [flagName(s)]
-            : [],
-      )
-      .join(' and ');
+    [
+      ...specs.filter((s) => s.was?.env === old).map((s) => s.env),
+      ...specs.filter((s) => wasFlag(s) === old).map(flagName),
+    ].join(' and ');
   const out: Record<string, unknown> = {};
   for (const name of Object.keys(table) as N[])
     out[name] = resolveValue(
