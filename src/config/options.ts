@@ -166,14 +166,15 @@ export const options = {
     scope: 'proxy',
   }),
   traceEndpoint: opt<string | undefined>({
-    flag: '--trace-endpoint <url>',
-    env: 'OUTRIGGER_TRACE_ENDPOINT',
+    flag: '--trace-collector <url>',
+    env: 'OUTRIGGER_TRACE_COLLECTOR',
     annotation: a('trace-collector'),
     parser: p.url,
     default: 'http://jaeger.observability:4318/',
     describe:
       'OTLP/HTTP collector base URL (/v1/traces is appended); default: the Jaeger Service of manifests/examples',
     scope: 'proxy',
+    was: { flag: '--trace-endpoint <url>', env: 'OUTRIGGER_TRACE_ENDPOINT' },
   }),
   serviceName: opt<string | undefined>({
     flag: '--service-name <name>',

@@ -175,3 +175,11 @@ test('proxy and gateway: --<kind>-timeout-ms N and --drain-seconds N are --<kind
     ],
   );
 });
+
+test("a pod annotation is outrigger.dev/ and its flag's name (--snapshot-enabled: --snapshot is the file)", () => {
+  for (const spec of Object.values(options as Record<string, TableSpec<unknown>>)) {
+    if (spec.annotation === undefined) continue;
+    const name = flagName(spec) === '--snapshot-enabled' ? 'snapshot' : flagName(spec).slice(2);
+    assert.equal(spec.annotation, `outrigger.dev/${name}`, flagName(spec));
+  }
+});
