@@ -141,7 +141,7 @@ export function gatewayTargets(env: GatewayBenchEnv): BenchTarget[] {
             String(PORTS.https),
             '--admin-port',
             String(PORTS.admin),
-            '--trace-endpoint',
+            '--trace-collector',
             `http://127.0.0.1:${PORTS.sink}/`,
             '--log-level',
             'warn',

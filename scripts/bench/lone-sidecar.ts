@@ -52,8 +52,8 @@ export async function startSidecar(o: {
       extra: [
         '--app-port',
         String(BACKEND_PORT),
-        '--drain-seconds',
-        '1',
+        '--drain-duration',
+        '1s',
         ...(o.sampling ? ['--trace-sampling', o.sampling] : []),
       ],
     }),

@@ -183,7 +183,7 @@ async function startSidecars(stage: Stage, v: Variant, n: number): Promise<Child
         ports: portsOf(i),
         otlpPort: stage.sink,
         nodeFlags: [...(OLD_SPACE_MB > 0 ? [`--max-old-space-size=${OLD_SPACE_MB}`] : []), ...v.nodeFlags],
-        extra: ['--app-port', String(BACKEND_PORT), '--drain-seconds', '1'],
+        extra: ['--app-port', String(BACKEND_PORT), '--drain-duration', '1s'],
       }),
       { env: { ...process.env, ...v.env } },
     ),

@@ -106,7 +106,7 @@ export function sidecarArgs(o: {
     String(o.ports.ingress),
     '--admin-port',
     String(o.ports.admin),
-    '--trace-endpoint',
+    '--trace-collector',
     `http://127.0.0.1:${o.otlpPort}/`,
     '--log-level',
     'warn',

@@ -91,7 +91,7 @@ try {
         String(PORTS.ingress),
         '--admin-port',
         String(PORTS.admin),
-        '--trace-endpoint',
+        '--trace-collector',
         `http://127.0.0.1:${(sink.address() as AddressInfo).port}/`,
         '--log-level',
         'warn',

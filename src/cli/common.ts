@@ -58,10 +58,14 @@ export function optionHelp(
     // An unset default that the description already explains ("default: the pod's") is not repeated.
     ...(spec.default === undefined && spec.describe.includes('(default:')
       ? []
-      : [`default: ${shownDefault(spec.default)}`]),
+      : [`default: ${defaultText(spec)}`]),
   ];
   return `${spec.describe} (${parts.join('; ')})`;
 }
+
+/** A table option's default as --help and docs/cli.md show it: a duration as typed (30s). */
+export const defaultText = (spec: Pick<OptionSpec<unknown>, 'parser' | 'default'>): string =>
+  spec.parser.show ? JSON.stringify(spec.parser.show(spec.default)) : shownDefault(spec.default);
 
 /** Strings quoted and numbers bare, as commander shows the defaults of its own options. */
 function shownDefault(d: unknown): string {

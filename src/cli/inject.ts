@@ -5,7 +5,7 @@ import { injectorSettings } from '../injector/settings.ts';
 import { loadConfig } from '../config/load.ts';
 import { options, type Config, type OptionName } from '../config/options.ts';
 import { OutriggerError, errorMessage, isOutriggerError } from '../shared/errors.ts';
-import { optionHelp } from './common.ts';
+import { addTable } from './option-table.ts';
 
 /**
  * The options that shape an injected pod, as flags of `outrigger inject` and `outrigger webhook`,
@@ -16,10 +16,7 @@ const shaping = (Object.keys(options) as OptionName[]).filter(
 );
 
 export function addInjectionOptions(cmd: Command, extra: OptionName[] = []): Command {
-  for (const name of [...shaping, ...extra]) {
-    const spec = options[name];
-    cmd.addOption(new Option(spec.flag, optionHelp(spec)));
-  }
+  addTable(cmd, options, [...shaping, ...extra]);
   return cmd;
 }
 

@@ -1,9 +1,10 @@
 import { Command, Option } from 'commander';
 import { INJECTION_LABEL } from '../config/options.ts';
-import { intRange, nonEmpty, parseValue, url as urlParser } from '../config/parse.ts';
+import { countOf, duration, nonEmpty, parseValue, url as urlParser } from '../config/parse.ts';
 import { OutriggerError } from '../shared/errors.ts';
 import { KUBECONFIG_HELP, defaultKubeconfig } from './common.ts';
 import { CONTROL_PLANE } from './control-plane.ts';
+import { addRenamedOption } from './option-table.ts';
 import type { Obj } from './install-manifests.ts';
 import type { Installed } from './install-state.ts';
 
@@ -27,7 +28,8 @@ export interface InstallFlags {
   gateway?: boolean;
   gatewayApi?: boolean;
   gatewayMtls?: boolean;
-  certDays: string;
+  /** The lifetime of a newly issued serving certificate, from --cert-ttl (or --cert-days). */
+  certTtlMs: number;
   kubeconfig?: string;
 }
 
@@ -41,7 +43,7 @@ interface Parsed {
 type Note = (s: string) => void;
 
 async function parseFlags(flags: InstallFlags): Promise<Parsed> {
-  const days = parseValue(intRange(1, 3650), '--cert-days', flags.certDays, 'flag');
+  const days = flags.certTtlMs / DAY_MS;
   const image = flags.image === undefined ? undefined : parseValue(nonEmpty, '--image', flags.image, 'flag');
   const webhookUrl =
     flags.webhookUrl === undefined
@@ -278,8 +280,10 @@ function setClientConfig(config: Obj, caBundle: string, webhookUrl: URL | undefi
   }
 }
 
+const DAY_MS = 86_400_000;
+
 export function installCommand(): Command {
-  return new Command('install')
+  const cmd = new Command('install')
     .description(
       'print the control plane (webhook, its certificate, RBAC; the gateway with --gateway) for kubectl apply -f -; re-run to upgrade: it keeps the installed certificate, webhook URL, image and gateway',
     )
@@ -317,16 +321,19 @@ export function installCommand(): Command {
       '--rotate-certificate',
       'issue a new webhook CA and certificate; without it the installed ones are kept unless they expire within 30 days or do not match the webhook names',
     )
-    .addOption(
-      new Option(
-        '--cert-days <days>',
-        'lifetime in days of a newly issued serving certificate, 1 to 3650 (the CA lives 3 times as long)',
-      ).default('365'),
-    )
     .option('--kubeconfig <path>', KUBECONFIG_HELP)
-    .action(async (flags: InstallFlags) => {
+    .action(async (flags: Omit<InstallFlags, 'certTtlMs'> & Record<string, unknown>) => {
+      const all = { ...flags, certTtlMs: readCertTtl(flags) };
       process.stdout.write(
-        await renderInstall(flags, (s) => process.stderr.write(`outrigger install: ${s}\n`)),
+        await renderInstall(all, (s) => process.stderr.write(`outrigger install: ${s}\n`)),
       );
     });
+  const readCertTtl = addRenamedOption(cmd, {
+    flag: '--cert-ttl <duration>',
+    describe: 'lifetime of a newly issued serving certificate (the CA lives 3 times as long)',
+    parser: duration(DAY_MS, 3650 * DAY_MS),
+    default: 365 * DAY_MS,
+    was: { flag: '--cert-days <days>', parser: countOf('d', DAY_MS, 3650 * DAY_MS) },
+  });
+  return cmd;
 }

@@ -5,7 +5,7 @@ import { Command, Option } from 'commander';
 import { loadConfig } from '../config/load.ts';
 import { options, type OptionName } from '../config/options.ts';
 import { oneOf, parseValue } from '../config/parse.ts';
-import { optionHelp } from './common.ts';
+import { addTable, type TableFlags } from './option-table.ts';
 import type { Family } from '../proxy/capture/iptables.ts';
 import { errorMessage } from '../shared/errors.ts';
 
@@ -42,21 +42,17 @@ export function iptablesCommand(): Command {
         .choices(['plain', 'nft', 'legacy'])
         .default('plain'),
     );
-  for (const name of CAPTURE_OPTIONS) {
-    cmd.option(options[name].flag, optionHelp(options[name]));
-  }
-  return cmd.action((flags: Flags) => run(flags));
+  const read = addTable(cmd, options, CAPTURE_OPTIONS);
+  return cmd.action((flags: Flags) => run(flags, read(flags)));
 }
 
-async function run(flags: Flags): Promise<void> {
+async function run(flags: Flags, table: TableFlags<OptionName>): Promise<void> {
   // Loaded on use (src/cli/index.ts): the sidecar builds this command but never runs it.
   const [{ applyCapture, ipv6Available }, { captureSpecFromConfig, renderRules }] = await Promise.all([
     import('../proxy/capture/apply.ts'),
     import('../proxy/capture/iptables.ts'),
   ]);
-  const raw: Partial<Record<OptionName, string>> = {};
-  for (const name of CAPTURE_OPTIONS) if (typeof flags[name] === 'string') raw[name] = flags[name];
-  const spec = captureSpecFromConfig(loadConfig({ flags: raw, env: process.env }));
+  const spec = captureSpecFromConfig(loadConfig({ ...table, env: process.env }));
   const mode = parseValue(oneOf('plain', 'nft', 'legacy'), '--iptables-mode', flags.iptablesMode, 'flag');
   const families: Family[] = flags.ipv6 && (flags.dryRun || ipv6Available()) ? [4, 6] : [4];
   if (flags.dryRun) {

@@ -1,8 +1,9 @@
 import { loadConfig } from '../config/load.ts';
 import { options, type OptionName } from '../config/options.ts';
 import { defaultKubeconfig, requireReadableFile } from './common.ts';
+import type { TableFlags } from './option-table.ts';
 
-type Flags = Partial<Record<OptionName, string | string[]>>;
+type Flags = TableFlags<OptionName>;
 
 /**
  * What `outrigger proxy` checks before it starts anything: the whole configuration (a bad value
@@ -11,12 +12,12 @@ type Flags = Partial<Record<OptionName, string | string[]>>;
  * Returns the flags to run with.
  */
 export function proxyPreflight(flags: Flags, env: Record<string, string | undefined>): Flags {
-  const config = loadConfig({ flags, env });
+  const config = loadConfig({ ...flags, env });
   if (config.source.kind === 'file') requireReadableFile('--source', config.source.path);
   const outOfCluster = !env.KUBERNETES_SERVICE_HOST;
   if (config.source.kind === 'kube' && config.kubeconfig === undefined && outOfCluster && env.KUBECONFIG) {
     const kubeconfig = defaultKubeconfig({ KUBECONFIG: env.KUBECONFIG });
-    if (kubeconfig) return { ...flags, kubeconfig };
+    if (kubeconfig) return { ...flags, flags: { ...flags.flags, kubeconfig } };
   }
   return flags;
 }
@@ -34,7 +35,7 @@ export function explainStartError(
 ): unknown {
   const err = e as NodeJS.ErrnoException & { port?: number };
   if (err.code !== 'EADDRINUSE' || err.port === undefined) return e;
-  const config = loadConfig({ flags, env });
+  const config = loadConfig({ ...flags, env });
   const name = LISTENERS.find((n) => config[n] === err.port);
   if (!name) return e;
   const spec = options[name];

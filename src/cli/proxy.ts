@@ -1,6 +1,6 @@
-import { Command, Option } from 'commander';
-import { options, type OptionName, type OptionSpec } from '../config/options.ts';
-import { optionHelp } from './common.ts';
+import { Command } from 'commander';
+import { options, type OptionName } from '../config/options.ts';
+import { addTable } from './option-table.ts';
 import { explainStartError, proxyPreflight } from './proxy-preflight.ts';
 
 /**
@@ -12,31 +12,18 @@ const proxyOptions = (Object.keys(options) as OptionName[]).filter((n) => option
 
 export function proxyCommand(): Command {
   const cmd = new Command('proxy').description('run the sidecar: egress, ingress and admin listeners');
-  const byAttribute = new Map<string, OptionName>();
-  for (const name of proxyOptions) {
-    const spec = options[name] as OptionSpec<unknown>;
-    const o = new Option(spec.flag, optionHelp(spec));
-    // Repeatable flags collect every value; the loader joins them with commas.
-    if (spec.repeatable) o.argParser((v: string, prev: string[] | undefined) => [...(prev ?? []), v]);
-    byAttribute.set(o.attributeName(), name);
-    cmd.addOption(o);
-  }
+  const read = addTable(cmd, options, proxyOptions);
   cmd.addHelpText(
     'after',
     '\nPrecedence: flag > OUTRIGGER_* environment variable > pod annotation (downward-API file in --pod-info-dir) > default.\n' +
       'An invalid value exits with status 2 and names the key, the value and what is allowed.\n' +
       'Live options are re-applied when the annotations file changes; the rest need a restart.',
   );
-  return cmd.action(async (opts: Record<string, string | string[] | undefined>) => {
-    const flags: Partial<Record<OptionName, string | string[]>> = {};
-    for (const [attr, value] of Object.entries(opts)) {
-      const name = byAttribute.get(attr);
-      if (name && value !== undefined) flags[name] = value;
-    }
+  return cmd.action(async (opts: Record<string, unknown>) => {
     // Loaded on use (src/cli/index.ts): building the command tree for --help loads no data path.
     const { runSidecar } = await import('../compose/sidecar.ts');
-    const checked = proxyPreflight(flags, process.env);
-    await runSidecar({ flags: checked, env: process.env }).catch((e: unknown) => {
+    const checked = proxyPreflight(read(opts), process.env);
+    await runSidecar({ ...checked, env: process.env }).catch((e: unknown) => {
       throw explainStartError(e, checked, process.env);
     });
   });

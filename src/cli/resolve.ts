@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { parseValue, source as sourceParser } from '../config/parse.ts';
+import { countOf, duration, parseValue, source as sourceParser } from '../config/parse.ts';
 import type { Endpoint, Resolution, ServiceInfo, ServicePort } from '../discovery/types.ts';
 import { parseServiceName } from '../routing/authority.ts';
 import { systemClock, systemRandom } from '../shared/clock.ts';
@@ -12,6 +12,7 @@ import {
   requireReadableFile,
   wantsJson,
 } from './common.ts';
+import { addRenamedOption } from './option-table.ts';
 
 interface ResolveFlags {
   json?: boolean;
@@ -20,7 +21,6 @@ interface ResolveFlags {
   namespace?: string;
   source?: string;
   clusterDomain: string;
-  waitMs: string;
 }
 
 /** NAME[:PORT] where PORT is a Service port number or name. */
@@ -89,7 +89,7 @@ function endpointText(e: Endpoint): string {
   return [`${host}:${e.port}`, state, ...extra.filter(Boolean)].join('  ');
 }
 
-async function run(target: string, flags: ResolveFlags): Promise<void> {
+async function run(target: string, flags: ResolveFlags, waitMs: number): Promise<void> {
   const source = flags.source
     ? parseValue(sourceParser, '--source', flags.source, 'flag')
     : { kind: 'kube' as const };
@@ -98,12 +98,6 @@ async function run(target: string, flags: ResolveFlags): Promise<void> {
     throw new OutriggerError('config_invalid', 'no kubeconfig: pass --kubeconfig PATH or set KUBECONFIG');
   if (source.kind === 'file') requireReadableFile('--source', source.path);
   const json = wantsJson(flags);
-  const waitMs = Number(flags.waitMs);
-  if (!Number.isInteger(waitMs) || waitMs < 0)
-    throw new OutriggerError(
-      'config_invalid',
-      `--wait-ms ${JSON.stringify(flags.waitMs)}: allowed is a whole number of milliseconds`,
-    );
   if (source.kind === 'kube' && kubeconfig) {
     // Name an unreachable or refusing API server at once instead of waiting for an empty answer.
     const { openKubeApi, apiVersion } = await import('./kube-api.ts');
@@ -177,7 +171,7 @@ export function resolveCommand(): Command {
       '<name[:port]>',
       'svc, svc.ns, svc.ns.svc or svc.ns.svc.cluster.local; PORT is a number or port name',
     );
-  return addOutputOptions(cmd)
+  addOutputOptions(cmd)
     .option('--kubeconfig <path>', KUBECONFIG_HELP)
     .option(
       '-n, --namespace <ns>',
@@ -185,6 +179,15 @@ export function resolveCommand(): Command {
     )
     .option('--source <kube|file:PATH>', 'resolve from a YAML file instead of the API server')
     .option('--cluster-domain <domain>', 'cluster DNS suffix', 'cluster.local')
-    .option('--wait-ms <ms>', 'how long to wait for the first answer', '5000')
-    .action((target: string, flags: ResolveFlags) => run(target, flags));
+    .action((target: string, flags: ResolveFlags & Record<string, unknown>) =>
+      run(target, flags, readWait(flags)),
+    );
+  const readWait = addRenamedOption(cmd, {
+    flag: '--wait <duration>',
+    describe: 'how long to wait for the first answer',
+    parser: duration(0, 3_600_000),
+    default: 5_000,
+    was: { flag: '--wait-ms <ms>', parser: countOf('ms', 0, 3_600_000) },
+  });
+  return cmd;
 }

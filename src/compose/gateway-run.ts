@@ -1,5 +1,6 @@
 /** `outrigger gateway` as a process: configuration, the API connection, tracing, signals, drain. */
 import { loadGatewayConfig, type GatewayOptionName } from '../config/gateway-options.ts';
+import type { TableInputs } from '../config/resolve.ts';
 import { systemClock } from '../shared/clock.ts';
 import { createLogger, type LogLevel } from '../shared/log.ts';
 import { idleTrimMetrics, processIdleTrim } from '../runtime/process-memory.ts';
@@ -8,10 +9,10 @@ import { untilStopped } from './signals.ts';
 import { openTracing, tracingMetrics } from './tracing.ts';
 
 export async function runGateway(
-  flags: Partial<Record<GatewayOptionName, string | string[]>>,
+  flags: Omit<TableInputs<GatewayOptionName>, 'env'>,
   env: Record<string, string | undefined> = process.env,
 ): Promise<void> {
-  const config = loadGatewayConfig({ flags, env });
+  const config = loadGatewayConfig({ ...flags, env });
   const clock = systemClock;
   const log = createLogger({ level: config.logLevel as LogLevel, base: { component: 'outrigger-gateway' } });
   const { connectKube } = await import('../discovery/index.ts');

@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import { options as sidecar, type OptionSpec } from './options.ts';
 import * as p from './parse.ts';
-import { parseValue } from './parse.ts';
+import { loadTable, type TableInputs } from './resolve.ts';
 
 /** The spec.controller value of the IngressClasses `outrigger gateway` serves by default. */
 export const GATEWAY_CONTROLLER = 'outrigger.dev/gateway';
@@ -22,6 +22,7 @@ const shared = <T>(o: OptionSpec<T>, over: Partial<Spec<T>> = {}): Spec<T> => ({
   default: o.default,
   describe: o.describe,
   ...(o.repeatable ? { repeatable: true } : {}),
+  ...(o.was ? { was: o.was } : {}),
   ...over,
 });
 
@@ -50,21 +51,24 @@ const addressList = {
 export const gatewayOptions = {
   httpPort: opt({
     flag: '--http-port <port>',
-    env: 'OUTRIGGER_GATEWAY_HTTP_PORT',
+    env: 'OUTRIGGER_HTTP_PORT',
+    was: { env: 'OUTRIGGER_GATEWAY_HTTP_PORT' },
     parser: p.port,
     default: 8080,
     describe: 'plain HTTP listener port',
   }),
   httpsPort: opt({
     flag: '--https-port <port>',
-    env: 'OUTRIGGER_GATEWAY_HTTPS_PORT',
+    env: 'OUTRIGGER_HTTPS_PORT',
+    was: { env: 'OUTRIGGER_GATEWAY_HTTPS_PORT' },
     parser: p.port,
     default: 8443,
     describe: 'HTTPS listener port (certificates from the Ingresses spec.tls Secrets, by SNI)',
   }),
   listenHost: opt({
     flag: '--listen-host <address>',
-    env: 'OUTRIGGER_GATEWAY_LISTEN_HOST',
+    env: 'OUTRIGGER_LISTEN_HOST',
+    was: { env: 'OUTRIGGER_GATEWAY_LISTEN_HOST' },
     parser: p.nonEmpty,
     default: '::',
     describe: 'address the HTTP, HTTPS and admin listeners bind',
@@ -77,28 +81,32 @@ export const gatewayOptions = {
   }),
   watchNamespace: opt<string | undefined>({
     flag: '--watch-namespace <ns>',
-    env: 'OUTRIGGER_GATEWAY_WATCH_NAMESPACE',
+    env: 'OUTRIGGER_WATCH_NAMESPACE',
+    was: { env: 'OUTRIGGER_GATEWAY_WATCH_NAMESPACE' },
     parser: p.nonEmpty,
     default: undefined,
     describe: 'serve the Ingresses of this namespace only (default: all namespaces)',
   }),
   controller: opt({
     flag: '--controller <name>',
-    env: 'OUTRIGGER_GATEWAY_CONTROLLER',
+    env: 'OUTRIGGER_CONTROLLER',
+    was: { env: 'OUTRIGGER_GATEWAY_CONTROLLER' },
     parser: p.nonEmpty,
     default: GATEWAY_CONTROLLER,
     describe: 'spec.controller of the IngressClasses this gateway serves',
   }),
   watchWithoutClass: opt({
     flag: '--watch-ingress-without-class <bool>',
-    env: 'OUTRIGGER_GATEWAY_WATCH_WITHOUT_CLASS',
+    env: 'OUTRIGGER_WATCH_INGRESS_WITHOUT_CLASS',
+    was: { env: 'OUTRIGGER_GATEWAY_WATCH_WITHOUT_CLASS' },
     parser: p.bool,
     default: false,
     describe: 'also serve Ingresses without any class (they are served anyway when our class is the default)',
   }),
   gatewayApi: opt({
     flag: '--gateway-api <bool>',
-    env: 'OUTRIGGER_GATEWAY_GATEWAY_API',
+    env: 'OUTRIGGER_GATEWAY_API',
+    was: { env: 'OUTRIGGER_GATEWAY_GATEWAY_API' },
     parser: p.bool,
     default: false,
     describe:
@@ -106,14 +114,16 @@ export const gatewayOptions = {
   }),
   defaultCertificate: opt<string | undefined>({
     flag: '--default-certificate <namespace/name>',
-    env: 'OUTRIGGER_GATEWAY_DEFAULT_CERTIFICATE',
+    env: 'OUTRIGGER_DEFAULT_CERTIFICATE',
+    was: { env: 'OUTRIGGER_GATEWAY_DEFAULT_CERTIFICATE' },
     parser: namespacedName,
     default: undefined,
     describe: 'kubernetes.io/tls Secret served to clients whose SNI no Ingress covers (and without SNI)',
   }),
   snapshotDir: opt<string | undefined>({
     flag: '--snapshot-dir <dir>',
-    env: 'OUTRIGGER_GATEWAY_SNAPSHOT_DIR',
+    env: 'OUTRIGGER_SNAPSHOT_DIR',
+    was: { env: 'OUTRIGGER_GATEWAY_SNAPSHOT_DIR' },
     parser: p.nonEmpty,
     default: undefined,
     describe:
@@ -121,7 +131,8 @@ export const gatewayOptions = {
   }),
   publishStatusAddress: opt<string[]>({
     flag: '--publish-status-address <addresses>',
-    env: 'OUTRIGGER_GATEWAY_PUBLISH_STATUS_ADDRESS',
+    env: 'OUTRIGGER_PUBLISH_STATUS_ADDRESS',
+    was: { env: 'OUTRIGGER_GATEWAY_PUBLISH_STATUS_ADDRESS' },
     parser: addressList,
     default: [],
     describe:
@@ -165,21 +176,6 @@ export const gatewayOptions = {
 export type GatewayOptionName = keyof typeof gatewayOptions;
 export type GatewayConfig = { [K in GatewayOptionName]: (typeof gatewayOptions)[K]['default'] };
 
-export function loadGatewayConfig(inputs: {
-  flags?: Partial<Record<GatewayOptionName, string | string[]>>;
-  env?: Record<string, string | undefined>;
-}): GatewayConfig {
-  const out: Record<string, unknown> = {};
-  for (const name of Object.keys(gatewayOptions) as GatewayOptionName[]) {
-    const spec = gatewayOptions[name] as Spec<unknown>;
-    const flag = inputs.flags?.[name];
-    const fromEnv = inputs.env?.[spec.env];
-    if (flag !== undefined) {
-      const raw = Array.isArray(flag) ? flag.join(',') : flag;
-      out[name] = parseValue(spec.parser, spec.flag.split(' ')[0] ?? name, raw, 'flag');
-    } else if (fromEnv !== undefined && fromEnv !== '') {
-      out[name] = parseValue(spec.parser, spec.env, fromEnv, 'environment variable');
-    } else out[name] = spec.default;
-  }
-  return out as GatewayConfig;
+export function loadGatewayConfig(inputs: TableInputs<GatewayOptionName>): GatewayConfig {
+  return loadTable<GatewayOptionName, GatewayConfig>(gatewayOptions, inputs);
 }

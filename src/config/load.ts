@@ -9,10 +9,15 @@ import {
 } from './options.ts';
 import { parseValue } from './parse.ts';
 import { gatewayOptions } from './gateway-options.ts';
+import { identityOptions } from './identity-options.ts';
+import { webhookOptions } from './webhook-options.ts';
+import { resolveValue, type TableSpec } from './resolve.ts';
 
 export interface ConfigInputs {
   /** Raw flag values by option name; repeatable flags as arrays. */
   flags?: Partial<Record<OptionName, string | string[]>>;
+  /** Values of the flags' old spellings (OptionSpec.was), by option name. */
+  oldFlags?: Partial<Record<OptionName, string>>;
   env?: Record<string, string | undefined>;
   annotations?: Record<string, string>;
 }
@@ -49,21 +54,11 @@ function checkListenerPorts(config: Config): void {
   });
 }
 
-function resolveOne(name: OptionName, { flags = {}, env = {}, annotations = {} }: ConfigInputs): unknown {
-  const spec = specOf(name);
-  const flag = flags[name];
-  if (flag !== undefined) {
-    const raw = Array.isArray(flag) ? flag.join(',') : flag;
-    return parseValue(spec.parser, spec.flag.split(' ')[0] ?? name, raw, 'flag');
-  }
-  const fromEnv = env[spec.env];
-  if (fromEnv !== undefined && fromEnv !== '')
-    return parseValue(spec.parser, spec.env, fromEnv, 'environment variable');
-  if (spec.annotation !== undefined) {
-    const fromAnn = annotations[spec.annotation];
-    if (fromAnn !== undefined) return parseValue(spec.parser, spec.annotation, fromAnn, 'annotation');
-  }
-  return spec.default;
+function resolveOne(
+  name: OptionName,
+  { flags = {}, oldFlags = {}, env = {}, annotations = {} }: ConfigInputs,
+): unknown {
+  return resolveValue(specOf(name), { flag: flags[name], oldFlag: oldFlags[name], env, annotations });
 }
 
 /** Known annotation keys; an unknown key under our prefix is a typo, and typos must not pass silently. */
@@ -105,33 +100,17 @@ const NON_OPTION_ENV = [
   'OUTRIGGER_POD_IP',
   'OUTRIGGER_POD_SERVICE_ACCOUNT',
   'OUTRIGGER_NODE_NAME',
-  'OUTRIGGER_WEBHOOK_LISTEN',
-  'OUTRIGGER_WEBHOOK_TLS_CERT',
-  'OUTRIGGER_WEBHOOK_TLS_KEY',
-  'OUTRIGGER_WEBHOOK_SHUTDOWN_DELAY_SECONDS',
-  // `outrigger identity`, the certificate issuer (src/cli/identity.ts).
-  ...[
-    'LISTEN',
-    'CA_CERT',
-    'CA_KEY',
-    'TRUST_BUNDLE',
-    'TRUST_DOMAIN',
-    'AUDIENCE',
-    'CERT_TTL',
-    'SERVING_NAMES',
-    'ALLOW_UNBOUND_TOKENS',
-    'TOKEN_DIR',
-    'LOG_LEVEL',
-    'SHUTDOWN_DELAY_SECONDS',
-  ].map((k) => `OUTRIGGER_IDENTITY_${k}`),
   'OUTRIGGER_CLUSTER_DIR',
   'OUTRIGGER_TESTBINS',
   'OUTRIGGER_NODE_NETNS',
 ];
 
+/** Every table's variables, old spellings included (they draw a deprecation warning instead). */
+const tableEnv = (table: Record<string, TableSpec<unknown>>): string[] =>
+  Object.values(table).flatMap((s) => [s.env, ...(s.was?.env ? [s.was.env] : [])]);
+
 export const knownEnv: ReadonlySet<string> = new Set([
-  ...names.map((n) => specOf(n).env),
-  ...Object.values(gatewayOptions).map((s) => s.env),
+  ...[options, gatewayOptions, identityOptions, webhookOptions].flatMap(tableEnv),
   ...NON_OPTION_ENV,
 ]);
 

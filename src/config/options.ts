@@ -20,6 +20,8 @@ export interface OptionSpec<T> {
   live?: boolean;
   repeatable?: boolean;
   scope: 'proxy' | 'inject';
+  /** The spellings before a rename, still read for one release with a warning (docs/cli.md). */
+  was?: { flag?: string; env?: string; parser?: Parser<T> };
 }
 
 export const ANNOTATION_PREFIX = 'outrigger.dev/';
@@ -40,6 +42,17 @@ export const TRUST_BUNDLE_KEY = 'ca.crt';
 export const MESH_PORT_NAME = 'outrigger-mesh';
 
 const opt = <T>(o: OptionSpec<T>): OptionSpec<T> => o;
+
+/** --<kind>-timeout 30s, kept in ms; until 0.2 it was --<kind>-timeout-ms 30000 (docs/cli.md). */
+function timeoutMs(kind: string, maxMs: number): Pick<OptionSpec<number>, 'flag' | 'env' | 'parser' | 'was'> {
+  const env = `OUTRIGGER_${kind.toUpperCase()}_TIMEOUT`;
+  return {
+    flag: `--${kind}-timeout <duration>`,
+    env,
+    parser: p.duration(1, maxMs),
+    was: { flag: `--${kind}-timeout-ms <ms>`, env: `${env}_MS`, parser: p.countOf('ms', 1, maxMs) },
+  };
+}
 const a = (name: string): string => ANNOTATION_PREFIX + name;
 
 export const options = {
@@ -153,14 +166,15 @@ export const options = {
     scope: 'proxy',
   }),
   traceEndpoint: opt<string | undefined>({
-    flag: '--trace-endpoint <url>',
-    env: 'OUTRIGGER_TRACE_ENDPOINT',
+    flag: '--trace-collector <url>',
+    env: 'OUTRIGGER_TRACE_COLLECTOR',
     annotation: a('trace-collector'),
     parser: p.url,
     default: 'http://jaeger.observability:4318/',
     describe:
       'OTLP/HTTP collector base URL (/v1/traces is appended); default: the Jaeger Service of manifests/examples',
     scope: 'proxy',
+    was: { flag: '--trace-endpoint <url>', env: 'OUTRIGGER_TRACE_ENDPOINT' },
   }),
   serviceName: opt<string | undefined>({
     flag: '--service-name <name>',
@@ -247,36 +261,32 @@ export const options = {
     scope: 'proxy',
   }),
   connectTimeoutMs: opt({
-    flag: '--connect-timeout-ms <ms>',
-    env: 'OUTRIGGER_CONNECT_TIMEOUT_MS',
-    parser: p.intRange(1, 600_000),
+    ...timeoutMs('connect', 600_000),
     default: 1_000,
     describe: 'upstream connect timeout',
     scope: 'proxy',
   }),
   requestTimeoutMs: opt({
-    flag: '--request-timeout-ms <ms>',
-    env: 'OUTRIGGER_REQUEST_TIMEOUT_MS',
-    parser: p.intRange(1, 3_600_000),
+    ...timeoutMs('request', 3_600_000),
     default: 30_000,
     describe: 'upstream response-headers timeout (504 after it)',
     scope: 'proxy',
   }),
   idleTimeoutMs: opt({
-    flag: '--idle-timeout-ms <ms>',
-    env: 'OUTRIGGER_IDLE_TIMEOUT_MS',
-    parser: p.intRange(1, 3_600_000),
+    ...timeoutMs('idle', 3_600_000),
     default: 60_000,
     describe: 'idle timeout for client and upstream keep-alive connections',
     scope: 'proxy',
   }),
+  // Kept in seconds, as the drain code counts it.
   drainSeconds: opt({
-    flag: '--drain-seconds <s>',
-    env: 'OUTRIGGER_DRAIN_SECONDS',
-    parser: p.intRange(0, 3_600),
+    flag: '--drain-duration <duration>',
+    env: 'OUTRIGGER_DRAIN_DURATION',
+    parser: p.inSeconds(p.duration(0, 3_600_000)),
     default: 25,
     describe: 'after SIGTERM: how long egress keeps serving while the app shuts down',
     scope: 'proxy',
+    was: { flag: '--drain-seconds <s>', env: 'OUTRIGGER_DRAIN_SECONDS', parser: p.intRange(0, 3_600) },
   }),
   inject: opt({
     flag: '--inject <bool>',

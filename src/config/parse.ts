@@ -1,8 +1,11 @@
 import { OutriggerError } from '../shared/errors.ts';
 import { CidrError, parseCidr } from './cidr.ts';
 
-/** A parser turns one raw string into a typed value or throws with what is allowed. */
-export type Parser<T> = { parse(raw: string): T; allowed: string };
+/**
+ * A parser turns one raw string into a typed value or throws with what is allowed; `show` writes a
+ * value back the way a user types it, for help and docs (a duration kept in ms shows as 30s).
+ */
+export type Parser<T> = { parse(raw: string): T; allowed: string; show?(v: T): string };
 
 /** A refused value; the optional message says which part was wrong, after what is allowed. */
 export class ValueError extends Error {}
@@ -16,6 +19,60 @@ export const port = parser('an integer from 1 to 65535', (raw) => {
   if (!(n >= 1 && n <= 65535)) throw new ValueError();
   return n;
 });
+
+/** A listener's port; 0 lets the system pick a free one (tests, local runs). */
+export const listenPort = parser('an integer from 0 to 65535 (0: any free port)', (raw) => {
+  const n = /^\d{1,5}$/.test(raw.trim()) ? Number(raw) : NaN;
+  if (!(n >= 0 && n <= 65535)) throw new ValueError();
+  return n;
+});
+
+/** A listener that may be turned off: its port, or undefined for off. */
+export const portOrOff: Parser<number | undefined> = {
+  allowed: `${listenPort.allowed}, or off`,
+  parse: (raw) => (raw.trim() === 'off' ? undefined : listenPort.parse(raw)),
+  show: (v) => (v === undefined ? 'off' : String(v)),
+};
+
+const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+/** Largest unit that divides the duration: 90000 shows as 90s, 86400000 as 24h (days from 2d). */
+export function showDuration(ms: number): string {
+  const units = Object.entries(UNIT_MS).reverse() as [keyof typeof UNIT_MS, number][];
+  const fits = ([unit, size]: [string, number]): boolean =>
+    ms !== 0 && ms % size === 0 && (unit !== 'd' || ms >= 2 * size);
+  const [unit, size] = units.find(fits) ?? ['s', 1_000];
+  return `${ms / size}${unit}`;
+}
+
+/** A whole number and a unit (ms, s, m, h, d), as kubectl and Istio write durations; kept in ms. */
+export function duration(minMs: number, maxMs: number): Parser<number> {
+  return {
+    allowed: `a duration such as 500ms, 30s, 5m, 24h or 30d, from ${showDuration(minMs)} to ${showDuration(maxMs)}`,
+    parse(raw) {
+      const m = /^(\d{1,9})(ms|s|m|h|d)$/.exec(raw.trim());
+      const ms = m ? Number(m[1]) * UNIT_MS[m[2] as keyof typeof UNIT_MS] : NaN;
+      if (!(ms >= minMs && ms <= maxMs)) throw new ValueError();
+      return ms;
+    },
+    show: showDuration,
+  };
+}
+
+/** A duration kept in seconds (--drain-duration 25s is 25). */
+export function inSeconds(ms: Parser<number>): Parser<number> {
+  return { allowed: ms.allowed, parse: (raw) => ms.parse(raw) / 1_000, show: (s) => showDuration(s * 1_000) };
+}
+
+/** A duration's old spelling, a bare number of a fixed unit (--drain-seconds 25), kept in ms. */
+export function countOf(unit: 'ms' | 's' | 'd', minMs: number, maxMs: number): Parser<number> {
+  const size = UNIT_MS[unit];
+  return parser(`an integer from ${minMs / size} to ${maxMs / size}`, (raw) => {
+    const n = /^\d{1,9}$/.test(raw.trim()) ? Number(raw) * size : NaN;
+    if (!(n >= minMs && n <= maxMs)) throw new ValueError();
+    return n;
+  });
+}
 
 /** Comma-separated ports; repeated flags are joined with commas before parsing. */
 export const ports = parser('comma-separated integers from 1 to 65535', (raw) =>

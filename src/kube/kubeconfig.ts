@@ -16,7 +16,12 @@ export async function kubeconfigConnection(
   try {
     kc.loadFromFile(path);
   } catch (e) {
-    throw new OutriggerError('config_invalid', `--kubeconfig ${path}: ${errorMessage(e)}`);
+    // A file that cannot be read is a runtime failure (exit 1); one that does not parse is invalid input (2).
+    const unreadable = typeof (e as { code?: unknown }).code === 'string';
+    throw new OutriggerError(
+      unreadable ? 'source_invalid' : 'config_invalid',
+      `--kubeconfig ${path}: ${errorMessage(e)}`,
+    );
   }
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new OutriggerError('config_invalid', `kubeconfig ${path}: ${noCluster(kc)}`);

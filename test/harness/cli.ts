@@ -98,7 +98,7 @@ export async function startSidecar(
     const [egress = 0, ingress = 0, admin = 0] = [...ports];
     const proxy = startCli(
       [
-        ...['proxy', '--capture', 'explicit', '--trace-sampling', '0', '--drain-seconds', '0'],
+        ...['proxy', '--capture', 'explicit', '--trace-sampling', '0', '--drain-duration', '0s'],
         ...[
           '--egress-port',
           String(egress),

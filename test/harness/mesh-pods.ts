@@ -68,7 +68,7 @@ export async function meshPod(
         env: {
           ...process.env,
           OUTRIGGER_TRACE_SAMPLING: '0',
-          OUTRIGGER_DRAIN_SECONDS: '0',
+          OUTRIGGER_DRAIN_DURATION: '0s',
           OUTRIGGER_POD_INFO_DIR: dir,
           ...identityEnv(`https://127.0.0.1:${ISSUER_PORT_IN_POD}/`, dir),
         },

@@ -120,7 +120,7 @@ export async function netnsPod(name: string, apiTarget: string): Promise<NetnsPo
     },
     async startOutrigger(command, args, adminPort) {
       let out = '';
-      const argv = [node, main, command, '--trace-sampling', '0', '--drain-seconds', '1', ...args];
+      const argv = [node, main, command, '--trace-sampling', '0', '--drain-duration', '1s', ...args];
       const env = {
         ...process.env,
         KUBERNETES_SERVICE_HOST: '127.0.0.1',

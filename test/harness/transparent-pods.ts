@@ -62,7 +62,7 @@ export async function startPods(
     });
     await opts.prepare?.(pods);
     const common = ['--capture', 'transparent', '--log-level', 'warn', '--trace-sampling', '0'];
-    const quiet = ['--trace-endpoint', 'http://127.0.0.1:9/', '--pod-info-dir', dir];
+    const quiet = ['--trace-collector', 'http://127.0.0.1:9/', '--pod-info-dir', dir];
     const flags = sidecarFlags(dir);
     for (const [pod, extra] of [
       [client, []],

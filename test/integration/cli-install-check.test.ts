@@ -65,8 +65,18 @@ describe('install and check against a real API server', { concurrency: 1, timeou
 
   async function startWebhookFiles(certFile: string, keyFile: string): Promise<void> {
     webhook = startCli(
-      ['webhook', '--listen', `127.0.0.1:${port}`, '--tls-cert', certFile, '--tls-key', keyFile],
-      { env: { OUTRIGGER_POD_NAMESPACE: 'outrigger-system', OUTRIGGER_WEBHOOK_SHUTDOWN_DELAY_SECONDS: '0' } },
+      [
+        'webhook',
+        '--listen-host',
+        '127.0.0.1',
+        '--https-port',
+        String(port),
+        '--tls-cert',
+        certFile,
+        '--tls-key',
+        keyFile,
+      ],
+      { env: { OUTRIGGER_POD_NAMESPACE: 'outrigger-system', OUTRIGGER_SHUTDOWN_DELAY: '0s' } },
     );
     await waitForOutput(webhook, /webhook listening/);
   }

@@ -48,7 +48,7 @@ async function startProxy(
     'proxy',
     ...['--source', `file:${opts.source}`, '--namespace', 'shop', '--pod-info-dir', podInfo],
     ...['--egress-port', String(egress), '--ingress-port', String(ingress), '--admin-port', String(admin)],
-    ...['--drain-seconds', '0', '--log-level', 'info'],
+    ...['--drain-duration', '0s', '--log-level', 'info'],
     ...(opts.appPort ? ['--app-port', String(opts.appPort)] : []),
   ];
   const child = spawn(process.execPath, args, {

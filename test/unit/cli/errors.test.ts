@@ -45,8 +45,8 @@ const closed = kubeconfig('closed.yaml', 'https://127.0.0.1:1', { skipTls: true 
 
 test('resolve with an unreachable API server says so and exits 1 (flag and $KUBECONFIG)', async () => {
   for (const r of [
-    await runCli(['resolve', 'web', '--kubeconfig', closed, '--wait-ms', '2000']),
-    await runCli(['resolve', 'web', '--wait-ms', '2000'], { env: { KUBECONFIG: closed } }),
+    await runCli(['resolve', 'web', '--kubeconfig', closed, '--wait', '2s']),
+    await runCli(['resolve', 'web', '--wait', '2s'], { env: { KUBECONFIG: closed } }),
   ]) {
     assert.equal(r.status, 1, r.stderr);
     assert.match(r.stderr, /cannot reach the API server https:\/\/127\.0\.0\.1:1\/? \(.*ECONNREFUSED.*\)/);
@@ -64,7 +64,7 @@ test('a kubeconfig without the current context names it and lists the contexts i
 
 test('an http:// server in a kubeconfig gets an error that says what to change', async () => {
   const file = kubeconfig('http.yaml', 'http://127.0.0.1:1');
-  const r = await runCli(['resolve', 'web', '--kubeconfig', file, '--wait-ms', '1000']);
+  const r = await runCli(['resolve', 'web', '--kubeconfig', file, '--wait', '1s']);
   assert.ok(r.status === 1 || r.status === 2, `exit ${r.status}: ${r.stderr}`);
   assert.doesNotMatch(r.stderr, /HTTP protocol is not allowed when skipTLSVerify/);
   assert.doesNotMatch(r.stderr, /unsettled top-level await/);
@@ -128,13 +128,13 @@ test('a misspelled OUTRIGGER_* variable is warned about, naming the nearest vali
 });
 
 test('webhook certificate problems name the flag, the file and how to make one', async () => {
-  const missing = await runCli(['webhook', '--listen', '127.0.0.1:0', '--tls-cert', '/nonexistent/tls.crt']);
+  const missing = await runCli(['webhook', '--https-port', '0', '--tls-cert', '/nonexistent/tls.crt']);
   assert.equal(missing.status, 1, missing.stderr);
   assert.match(missing.stderr, /--tls-cert \/nonexistent\/tls\.crt/);
   assert.match(missing.stderr, /scripts\/gen-webhook-certs/);
   const junk = path.join(dir, 'junk.pem');
   writeFileSync(junk, 'not a certificate\n');
-  const bad = await runCli(['webhook', '--listen', '127.0.0.1:0', '--tls-cert', junk, '--tls-key', junk]);
+  const bad = await runCli(['webhook', '--https-port', '0', '--tls-cert', junk, '--tls-key', junk]);
   assert.equal(bad.status, 2, bad.stderr);
   assert.match(bad.stderr, new RegExp(`${junk.replace(/\./g, '\\.')}.*PEM`));
 });
@@ -194,14 +194,14 @@ test('a file a flag names that cannot be read exits 1 in every command (identity
     '/nonexistent/ca.crt',
     '--ca-key',
     '/nonexistent/ca.key',
-    '--listen',
-    '127.0.0.1:0',
-    '--admin-listen',
+    '--https-port',
+    '0',
+    '--admin-port',
     'off',
   ]);
   assert.equal(identity.status, 1, identity.stderr);
   assert.match(identity.stderr, /--ca-cert \/nonexistent\/ca\.crt/);
-  const webhook = await runCli(['webhook', '--listen', '127.0.0.1:0', '--tls-cert', '/nonexistent/tls.crt']);
+  const webhook = await runCli(['webhook', '--https-port', '0', '--tls-cert', '/nonexistent/tls.crt']);
   assert.equal(webhook.status, 1, webhook.stderr);
 });
 
@@ -227,4 +227,62 @@ test('resolve takes -n for --namespace, as inject and status do', async () => {
   const r = await runCli(['resolve', '-n', 'shop', 'web', '--source', `file:${file}`]);
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stdout, /10\.1\.0\.5/);
+});
+
+test('a kubeconfig that cannot be read exits 1 in every command that reads one; a malformed one exits 2', async () => {
+  const junk = path.join(dir, 'junk-kubeconfig.yaml');
+  writeFileSync(junk, 'clusters: [unclosed\n');
+  for (const args of [['install'], ['uninstall'], ['resolve', 'web'], ['status', '-A'], ['version']]) {
+    const missing = await runCli([...args, '--kubeconfig', '/nonexistent/kubeconfig']);
+    assert.equal(missing.status, 1, `${args[0]}: ${missing.stderr}`);
+    assert.match(missing.stderr, /--kubeconfig \/nonexistent\/kubeconfig: .*ENOENT/, args[0]);
+    const malformed = await runCli([...args, '--kubeconfig', junk]);
+    assert.equal(malformed.status, 2, `${args[0]}: ${malformed.stderr}`);
+  }
+});
+
+test('a renamed flag still works through the real CLI, with one warning naming its new spelling', async () => {
+  const r = await runCli(
+    [
+      'proxy',
+      '--capture',
+      'explicit',
+      '--source',
+      'file:manifests/demo/cluster.yaml',
+      '--connect-timeout-ms',
+      '250',
+    ],
+    { timeoutMs: 10_000, env: { OUTRIGGER_DRAIN_SECONDS: '0', OUTRIGGER_EGRESS_PORT: '7402' } },
+  );
+  // The listener ports collide, so it stops after reading (and warning about) every option.
+  assert.equal(r.status, 2, r.stderr);
+  assert.deepEqual(
+    r.stderr.split('\n').filter((l) => l.includes('deprecated')),
+    [
+      'outrigger: warning: --connect-timeout-ms is deprecated and goes in the next release; use --connect-timeout',
+      'outrigger: warning: OUTRIGGER_DRAIN_SECONDS is deprecated and goes in the next release; use OUTRIGGER_DRAIN_DURATION',
+    ],
+  );
+});
+
+test("install's --cert-days and resolve's --wait-ms are --cert-ttl and --wait, durations like every other", async () => {
+  const warning = (old: string, now: string): string =>
+    `outrigger: warning: ${old} is deprecated and goes in the next release; use ${now}`;
+  const home = { HOME: dir };
+  const oldTtl = await runCli(['install', '--cert-days', '30'], { env: home });
+  assert.equal(oldTtl.status, 0, oldTtl.stderr);
+  assert.ok(oldTtl.stderr.includes(warning('--cert-days', '--cert-ttl')), oldTtl.stderr);
+  const ttl = await runCli(['install', '--cert-ttl', '720h'], { env: home });
+  assert.equal(ttl.status, 0, ttl.stderr);
+  assert.doesNotMatch(ttl.stderr, /deprecated/);
+  const short = await runCli(['install', '--cert-ttl', '1h'], { env: home });
+  assert.equal(short.status, 2, short.stderr);
+  assert.match(short.stderr, /invalid flag --cert-ttl="1h": expected a duration .* from 24h to 3650d/);
+  const source = ['--source', 'file:manifests/demo/cluster.yaml', '-n', 'demo'];
+  const oldWait = await runCli(['resolve', 'nothing', ...source, '--wait-ms', '10']);
+  assert.equal(oldWait.status, 1, oldWait.stderr);
+  assert.ok(oldWait.stderr.includes(warning('--wait-ms', '--wait')), oldWait.stderr);
+  const wait = await runCli(['resolve', 'nothing', ...source, '--wait', '5000']);
+  assert.equal(wait.status, 2, wait.stderr);
+  assert.match(wait.stderr, /invalid flag --wait="5000": expected a duration such as 500ms/);
 });

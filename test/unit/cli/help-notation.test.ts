@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Command } from 'commander';
 import { buildCli } from '../../../src/cli/index.ts';
-import { legacyPodNamespace } from '../../../src/cli/webhook.ts';
 
 const all = (c: Command): Command[] => [c, ...c.commands.flatMap(all)];
 
@@ -17,15 +16,15 @@ test("every command's help writes choices, env and default in one notation", () 
   }
 });
 
-test('a commander option with env and default reads like a table option', () => {
+test('a table option of identity reads like every other table option', () => {
   const listen = buildCli()
     .commands.find((c) => c.name() === 'identity')!
-    .options.find((o) => o.long === '--listen')!;
+    .options.find((o) => o.long === '--https-port')!;
   const line = buildCli()
     .commands.find((c) => c.name() === 'identity')!
     .createHelp()
     .optionDescription(listen);
-  assert.equal(line, 'HTTPS listen address (env OUTRIGGER_IDENTITY_LISTEN; default: ":8443")');
+  assert.equal(line, 'HTTPS listener port (env OUTRIGGER_HTTPS_PORT; default: 8443)');
 });
 
 test('every option of a command that runs in a pod has an OUTRIGGER_* variable, as the README says', () => {
@@ -34,21 +33,7 @@ test('every option of a command that runs in a pod has an OUTRIGGER_* variable, 
   assert.equal(commands.length, inPod.size);
   for (const cmd of commands) {
     const help = cmd.createHelp();
-    for (const o of cmd.options.filter((x) => x.long !== '--help'))
+    for (const o of cmd.options.filter((x) => x.long !== '--help' && !x.hidden))
       assert.match(help.optionDescription(o), /env OUTRIGGER_[A-Z_]+/, `${cmd.name()} ${o.flags}`);
   }
-});
-
-test("the webhook still reads its namespace from POD_NAMESPACE, the variable's old name, with a warning", () => {
-  const lines: string[] = [];
-  assert.equal(
-    legacyPodNamespace({ POD_NAMESPACE: 'mesh' }, (l) => lines.push(l)),
-    'mesh',
-  );
-  assert.match(lines.join(''), /POD_NAMESPACE is deprecated; set OUTRIGGER_POD_NAMESPACE/);
-  assert.equal(
-    legacyPodNamespace({}, (l) => lines.push(l)),
-    undefined,
-  );
-  assert.equal(lines.length, 1);
 });

@@ -52,7 +52,8 @@ test('outrigger --help and every subcommand --help still list all their options'
   for (const cmd of commands) {
     assert.match(top, new RegExp(`^  ${cmd.name()} `, 'm'));
     const text = help(cmd.name());
-    for (const option of cmd.options)
+    // Hidden: the old spellings of renamed flags, read for one release (docs/cli.md).
+    for (const option of cmd.options.filter((o) => !o.hidden))
       assert.ok(text.includes(option.flags), `${cmd.name()}: ${option.flags}`);
   }
 });

@@ -35,7 +35,7 @@ test('outrigger webhook serves its probes over TLS and exits 0 after SIGTERM', {
     [
       path.join(repoRoot, 'src/main.ts'),
       'webhook',
-      ...['--listen', '127.0.0.1:0', '--shutdown-delay-seconds', '0'],
+      ...['--listen-host', '127.0.0.1', '--https-port', '0', '--shutdown-delay', '0s'],
       ...['--tls-cert', path.join(certs.dir, 'tls.crt'), '--tls-key', path.join(certs.dir, 'tls.key')],
     ],
     { stdio: ['ignore', 'pipe', 'pipe'] },

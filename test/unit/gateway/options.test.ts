@@ -7,8 +7,8 @@ test('gateway options: flag > env > default, shared data-path options parse as t
   const c = loadGatewayConfig({
     flags: { httpPort: '9080' },
     env: {
-      OUTRIGGER_GATEWAY_HTTP_PORT: '7080',
-      OUTRIGGER_GATEWAY_HTTPS_PORT: '7443',
+      OUTRIGGER_HTTP_PORT: '7080',
+      OUTRIGGER_HTTPS_PORT: '7443',
       OUTRIGGER_RETRY_STATUSES: '502,503',
     },
   });
@@ -26,8 +26,8 @@ test('an invalid value names the key, the value and what is allowed', () => {
     /invalid flag --default-certificate="no-slash": expected namespace\/name/,
   );
   assert.throws(
-    () => loadGatewayConfig({ env: { OUTRIGGER_GATEWAY_PUBLISH_STATUS_ADDRESS: '192.0.2.1,not a name' } }),
-    /OUTRIGGER_GATEWAY_PUBLISH_STATUS_ADDRESS="192.0.2.1,not a name": expected comma-separated IP addresses or DNS names/,
+    () => loadGatewayConfig({ env: { OUTRIGGER_PUBLISH_STATUS_ADDRESS: '192.0.2.1,not a name' } }),
+    /OUTRIGGER_PUBLISH_STATUS_ADDRESS="192.0.2.1,not a name": expected comma-separated IP addresses or DNS names/,
   );
   assert.deepEqual(
     loadGatewayConfig({ flags: { publishStatusAddress: '192.0.2.1, LB.example.com,2001:db8::1' } })

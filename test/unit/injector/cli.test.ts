@@ -12,19 +12,31 @@ const outrigger = (...args: string[]) =>
   spawnSync(process.execPath, [main, ...args], { encoding: 'utf8', timeout: 30_000 });
 
 test('outrigger webhook refuses bad configuration with status 2 before listening', () => {
-  const listen = outrigger('webhook', '--listen', 'nowhere');
-  assert.equal(listen.status, 2);
-  assert.match(listen.stderr, /invalid flag --listen="nowhere": expected HOST:PORT/);
-  const cpu = outrigger('webhook', '--proxy-cpu', 'fast', '--listen', '127.0.0.1:0');
+  const port = outrigger('webhook', '--https-port', 'nowhere');
+  assert.equal(port.status, 2);
+  assert.match(port.stderr, /invalid flag --https-port="nowhere": expected an integer from 0 to 65535/);
+  const cpu = outrigger('webhook', '--proxy-cpu', 'fast', '--https-port', '0');
   assert.equal(cpu.status, 2);
   assert.match(cpu.stderr, /invalid flag --proxy-cpu="fast": expected a Kubernetes quantity/);
+});
+
+test('outrigger webhook still takes --listen HOST:PORT, with a warning naming its new spelling', () => {
+  const bad = outrigger('webhook', '--listen', 'nowhere');
+  assert.equal(bad.status, 2);
+  assert.match(bad.stderr, /invalid flag --listen="nowhere": expected HOST:PORT/);
+  const r = outrigger('webhook', '--listen', '127.0.0.1:0', '--tls-cert', '/nonexistent/tls.crt');
+  assert.equal(r.status, 1);
+  const warnings = r.stderr.split('\n').filter((l) => l.includes('deprecated'));
+  assert.deepEqual(warnings, [
+    'outrigger: warning: --listen is deprecated and goes in the next release; use --listen-host and --https-port',
+  ]);
 });
 
 test('outrigger webhook fails (status 1) when its certificate is missing', () => {
   const r = outrigger(
     'webhook',
-    '--listen',
-    '127.0.0.1:0',
+    '--https-port',
+    '0',
     '--tls-cert',
     '/nonexistent/tls.crt',
     '--tls-key',

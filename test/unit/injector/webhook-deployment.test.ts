@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { parse } from 'yaml';
-import { webhookCommand } from '../../../src/cli/webhook.ts';
+import { webhookOptions } from '../../../src/config/webhook-options.ts';
 import { makeWebhookCerts, opensslAvailable, writeSecretDir } from '../../harness/injector.ts';
 import { logLine } from '../../harness/log-line.ts';
 import { inCI, repoRoot } from '../../harness/tools.ts';
@@ -38,22 +38,30 @@ test(
     const mount = c.volumeMounts.find((m) => m.name === 'tls');
     assert.ok(mount);
     const main = path.join(repoRoot, 'src/main.ts');
-    const tlsCert = webhookCommand().options.find((o) => o.long === '--tls-cert');
-    assert.equal(tlsCert?.defaultValue, `${mount.mountPath}/tls.crt`, 'CLI default = the mounted Secret');
+    assert.equal(
+      webhookOptions.tlsCert.default,
+      `${mount.mountPath}/tls.crt`,
+      'CLI default = the mounted Secret',
+    );
 
     const tmp = mkdtempSync(path.join(os.tmpdir(), 'outrigger-webhook-deploy-'));
     t.after(() => rmSync(tmp, { recursive: true, force: true }));
     const certs = makeWebhookCerts(path.join(tmp, 'certs'));
     const secret = path.join(tmp, 'secret');
     writeSecretDir(secret, { 'tls.crt': certs.certPem, 'tls.key': certs.keyPem });
-    const args = c.args.map((a) => (a === '0.0.0.0:8443' ? '127.0.0.1:0' : a));
-    assert.notDeepEqual(args, c.args, 'the manifest listens on 0.0.0.0:8443');
+    const local: Record<string, string> = { '0.0.0.0': '127.0.0.1', '8443': '0' };
+    const args = c.args.map((a) => local[a] ?? a);
+    assert.deepEqual(
+      c.args.slice(1),
+      ['--listen-host', '0.0.0.0', '--https-port', '8443'],
+      'the manifest listens on 0.0.0.0:8443',
+    );
     const env: Record<string, string> = {
       PATH: process.env.PATH ?? '',
       OUTRIGGER_POD_NAMESPACE: 'outrigger-system',
-      OUTRIGGER_WEBHOOK_TLS_CERT: path.join(secret, 'tls.crt'),
-      OUTRIGGER_WEBHOOK_TLS_KEY: path.join(secret, 'tls.key'),
-      OUTRIGGER_WEBHOOK_SHUTDOWN_DELAY_SECONDS: '0',
+      OUTRIGGER_TLS_CERT: path.join(secret, 'tls.crt'),
+      OUTRIGGER_TLS_KEY: path.join(secret, 'tls.key'),
+      OUTRIGGER_SHUTDOWN_DELAY: '0s',
     };
     for (const e of c.env) if (e.value !== undefined) env[e.name] = e.value;
     const child = spawn(process.execPath, [main, ...args], { env, stdio: ['ignore', 'ignore', 'pipe'] });

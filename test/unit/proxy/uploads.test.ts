@@ -13,9 +13,9 @@ import {
 } from './harness.ts';
 
 /**
- * Uploads: the response timeout (--request-timeout-ms) starts once the request has been sent
+ * Uploads: the response timeout (--request-timeout) starts once the request has been sent
  * upstream, so a slow upload is not a 504 while the upstream is still reading it; an upload is
- * bounded by idleness (--idle-timeout-ms without a byte), not by a whole-request deadline.
+ * bounded by idleness (--idle-timeout without a byte), not by a whole-request deadline.
  */
 let app: Backend & { got: Received[] };
 let proxy: Proxy;

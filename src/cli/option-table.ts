@@ -1,0 +1,95 @@
+import { Option, type Command } from 'commander';
+import type { Parser } from '../config/parse.ts';
+import { flagName, resolveValue, type TableInputs, type TableSpec } from '../config/resolve.ts';
+import { defaultText, optionHelp } from './common.ts';
+
+type HelpSpec = TableSpec<unknown> & { describe: string; repeatable?: boolean; live?: boolean };
+export type TableFlags<N extends string> = Required<Pick<TableInputs<N>, 'flags' | 'oldFlags'>>;
+
+/** The help's closing words for a command whose options all come from a table without annotations. */
+export const TABLE_HELP =
+  '\nPrecedence: flag > OUTRIGGER_* environment variable > default. An invalid value exits with status 2\n' +
+  'and names the key, the value and what is allowed.';
+
+const collect = (v: string, prev: string[] | undefined): string[] => [...(prev ?? []), v];
+
+const specs = new WeakMap<Option, HelpSpec>();
+/** The table row a command's option was made from, for the generated docs (docs/cli.md). */
+export const specOfOption = (o: Option): HelpSpec | undefined => specs.get(o);
+
+const renamed = new WeakMap<Option, string>();
+/** The new flag a hidden old spelling of a person's command stands for, for the generated docs. */
+export const renamedTo = (o: Option): string | undefined => renamed.get(o);
+
+interface RenamedSpec<T> {
+  flag: string;
+  describe: string;
+  parser: Parser<T>;
+  default: T;
+  was: { flag: string; parser: Parser<T> };
+}
+
+/**
+ * A renamed flag of a command a person runs (those take no variables): the old spelling is a
+ * hidden option, and the returned reader gives the value under either, warning once about the old.
+ */
+export function addRenamedOption<T>(
+  cmd: Command,
+  spec: RenamedSpec<T>,
+): (opts: Record<string, unknown>) => T {
+  const now = new Option(spec.flag, `${spec.describe} (default: ${defaultText(spec)})`);
+  const old = new Option(spec.was.flag).hideHelp();
+  renamed.set(old, flagName(spec));
+  cmd.addOption(now).addOption(old);
+  const raw = (o: Option, opts: Record<string, unknown>): string | undefined => {
+    const v = opts[o.attributeName()];
+    return typeof v === 'string' ? v : undefined;
+  };
+  return (opts) => resolveValue({ ...spec, env: '' }, { flag: raw(now, opts), oldFlag: raw(old, opts) });
+}
+
+/**
+ * Adds a table's options to a command, each with its help in the one notation and, hidden from the
+ * help, the old spelling of a renamed flag (two options renamed from one flag share it). Returns
+ * what turns commander's parsed values back into raw values by option name, for the table's
+ * loader to validate with precedence and deprecation warnings.
+ */
+export function addTable<N extends string>(
+  cmd: Command,
+  table: Record<N, HelpSpec>,
+  names: readonly N[] = Object.keys(table) as N[],
+): (opts: Record<string, unknown>) => TableFlags<N> {
+  const byAttribute = new Map<string, { name: N; old: boolean }[]>();
+  const bind = (o: Option, name: N, old: boolean): void => {
+    const key = o.attributeName();
+    byAttribute.set(key, [...(byAttribute.get(key) ?? []), { name, old }]);
+  };
+  for (const name of names) {
+    const spec = table[name];
+    const o = new Option(spec.flag, optionHelp(spec));
+    // Repeatable flags collect every value; the loader joins them with commas.
+    if (spec.repeatable) o.argParser(collect);
+    specs.set(o, spec);
+    cmd.addOption(o);
+    bind(o, name, false);
+    const oldFlag = spec.was?.flag;
+    if (oldFlag === undefined) continue;
+    const shared = cmd.options.find((x) => x.flags === oldFlag);
+    const old = shared ?? new Option(oldFlag).hideHelp();
+    if (!shared) cmd.addOption(old);
+    bind(old, name, true);
+  }
+  return (opts) => {
+    const out: TableFlags<N> = { flags: {}, oldFlags: {} };
+    for (const [attr, value] of Object.entries(opts)) {
+      // A switch (--allow-unbound-tokens) reads as the value its variable would take.
+      const raw = value === true ? 'true' : value;
+      if (typeof raw !== 'string' && !Array.isArray(raw)) continue;
+      for (const { name, old } of byAttribute.get(attr) ?? []) {
+        if (old) out.oldFlags[name] = String(raw);
+        else out.flags[name] = raw as string | string[];
+      }
+    }
+    return out;
+  };
+}
