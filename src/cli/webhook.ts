@@ -53,7 +53,8 @@ export function webhookCommand(): Command {
         .env('OUTRIGGER_WEBHOOK_SHUTDOWN_DELAY_SECONDS')
         .default('5'),
     );
-  addInjectionOptions(cmd, ['logLevel']);
+  // --mesh-routes: the default of outrigger.dev/mesh-routes for the pods it injects.
+  addInjectionOptions(cmd, ['logLevel', 'meshRoutes']);
   return cmd.action(async (flags: WebhookFlags) => {
     const defaults = injectionDefaults(flags);
     const { host, port } = parseListen(flags.listen);
