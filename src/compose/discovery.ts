@@ -22,7 +22,7 @@ export async function openDiscovery(
 }
 
 /**
- * --mesh-routes: the HTTPRoutes attached to Services (and the ReferenceGrants they need), read on
+ * --mesh-routes: the HTTPRoutes attached to Services, read on
  * discovery's API connection; undefined when off.
  */
 export async function openMeshRoutes(
