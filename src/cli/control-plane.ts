@@ -5,6 +5,8 @@ export const CONTROL_PLANE = {
   tlsSecret: 'outrigger-webhook-tls',
   webhookConfiguration: 'outrigger-injector',
   sidecarRole: 'outrigger-sidecar',
+  /** The argument `install --mesh-routes` gives the webhook: injected pods apply mesh routes by default. */
+  meshRoutesArg: '--mesh-routes=true',
   /** manifests/gateway, which `install --gateway` adds. */
   gateway: {
     namespace: 'outrigger-gateway',

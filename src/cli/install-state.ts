@@ -30,6 +30,8 @@ export interface Installed {
   gatewayApi: boolean;
   /** Its Deployment is a mesh client (--mtls=on in its args). */
   gatewayMtls: boolean;
+  /** The webhook injects pods with mesh routes on by default (--mesh-routes=true in its args). */
+  meshRoutes: boolean;
   optedIn: string[];
   /** Namespaces an install-made binding already grants the sidecar role. */
   bound: string[];
@@ -106,6 +108,7 @@ export async function readInstalled(api: KubeApi, named: string[]): Promise<Inst
     gateway: gateway !== undefined,
     gatewayApi: hasArg(gateway as Deployment | undefined, CONTROL_PLANE.gateway.gatewayApiArg),
     gatewayMtls: hasArg(gateway as Deployment | undefined, CONTROL_PLANE.gateway.mtlsArg),
+    meshRoutes: hasArg(deployment, CONTROL_PLANE.meshRoutesArg),
     optedIn: (optedIn?.items ?? []).map((n) => n.metadata.name),
     bound: boundNamespaces(bindings?.items ?? []),
     named: new Map(named.map((ns, i) => [ns, states[i] ?? 'missing'])),

@@ -28,6 +28,7 @@ export interface InstallFlags {
   gateway?: boolean;
   gatewayApi?: boolean;
   gatewayMtls?: boolean;
+  meshRoutes?: boolean;
   /** The lifetime of a newly issued serving certificate, from --cert-ttl (or --cert-days). */
   certTtlMs: number;
   kubeconfig?: string;
@@ -189,11 +190,20 @@ export async function renderInstall(flags: InstallFlags, note: Note, now = Date.
     note(
       'the gateway is a mesh client: its certificate comes from outrigger identity (kubectl apply -k manifests/identity), and it is not ready until it holds one',
     );
+  const meshRoutes = flags.meshRoutes === true || installed?.meshRoutes === true;
+  if (installed?.meshRoutes && !flags.meshRoutes) note('keeping mesh routes on by default for injected pods');
+  if (meshRoutes)
+    note(
+      webhookUrl
+        ? `mesh routes by default: give the webhook you run at ${webhookUrl.origin} the flag ${CONTROL_PLANE.meshRoutesArg}`
+        : 'injected pods apply HTTPRoutes attached to Services unless they set outrigger.dev/mesh-routes: "false"; the sidecars need the standard-channel CRDs of sigs.k8s.io/gateway-api',
+    );
   const gateway =
     flags.gateway || installed?.gateway || gatewayApi || gatewayMtls ? m.gatewayManifests() : [];
   const out = assemble([...shipped, ...gateway, ...(gatewayApi ? m.gatewayApiManifests() : [])], {
     gatewayApi,
     gatewayMtls,
+    meshRoutes,
     secret: { ...m.TLS_SECRET, type: 'kubernetes.io/tls', data: tls.data },
     bindings: namespaces.map(m.sidecarBinding),
     example: m.EXAMPLE_BINDING,
@@ -220,6 +230,7 @@ function assemble(
     image?: string;
     gatewayApi: boolean;
     gatewayMtls: boolean;
+    meshRoutes: boolean;
   },
 ): Obj[] {
   const out: Obj[] = [];
@@ -239,6 +250,12 @@ function assemble(
     if (args.length > 0 && obj.kind === 'Deployment' && obj.metadata.name === deployment)
       for (const c of containersOf(obj))
         c.args = [...(c.args ?? []).filter((a) => !args.includes(a)), ...args];
+    if (o.meshRoutes && obj.kind === 'Deployment' && obj.metadata.name === CONTROL_PLANE.service)
+      for (const c of containersOf(obj))
+        c.args = [
+          ...(c.args ?? []).filter((a) => a !== CONTROL_PLANE.meshRoutesArg),
+          CONTROL_PLANE.meshRoutesArg,
+        ];
     if (obj.kind === 'MutatingWebhookConfiguration') {
       // Last: once it exists, creating a pod in an opted-in namespace needs the webhook.
       setClientConfig(obj, o.caBundle, o.webhookUrl);
@@ -316,6 +333,10 @@ export function installCommand(): Command {
     .option(
       '--gateway-mtls',
       'the gateway is a mesh client: a certificate from outrigger identity, and mutual TLS to meshed pods, so that pods under mtls strict accept it (implies --gateway); a re-run keeps it',
+    )
+    .option(
+      '--mesh-routes',
+      'injected pods apply HTTPRoutes attached to Services (GAMMA) by default: the webhook writes outrigger.dev/mesh-routes: "true" on pods that do not set it; a re-run keeps it',
     )
     .option(
       '--rotate-certificate',

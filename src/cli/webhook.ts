@@ -13,7 +13,8 @@ export function webhookCommand(): Command {
     'serve the mutating admission webhook (AdmissionReview v1 over TLS)',
   );
   const read = addTable(cmd, webhookOptions);
-  addInjectionOptions(cmd, ['logLevel']);
+  // --mesh-routes: the default of outrigger.dev/mesh-routes for the pods it injects.
+  addInjectionOptions(cmd, ['logLevel', 'meshRoutes']);
   cmd.addHelpText('after', TABLE_HELP);
   return cmd.action(async (opts: Record<string, unknown>) => {
     const defaults = injectionDefaults(opts);

@@ -22,8 +22,8 @@ export async function openDiscovery(
 }
 
 /**
- * --mesh-routes: the HTTPRoutes attached to Services (and the ReferenceGrants they need), read on
- * discovery's API connection; undefined when off.
+ * --mesh-routes: the HTTPRoutes attached to Services, read on discovery's API connection;
+ * undefined when off.
  */
 export async function openMeshRoutes(
   config: Pick<Config, 'meshRoutes'>,

@@ -77,8 +77,24 @@ export function injectPod(pod: PodLike, ns: NamespaceInfo, settings: InjectorSet
       capture,
       sidecar: config.nativeSidecar ? 'native' : 'container',
     }),
+    ...meshRoutesDefault(settings, annotations),
   });
   return { kind: 'injected', patch: patch.ops, warnings };
+}
+
+/**
+ * The webhook's --mesh-routes (a cluster-wide default for the sidecar's option) reaches the
+ * sidecar as the pod's annotation, written only where the pod has none: the sidecar reads its
+ * annotation (its env would beat the annotation there), and the pod's own choice wins.
+ */
+function meshRoutesDefault(
+  settings: InjectorSettings,
+  annotations: Record<string, string>,
+): Record<string, string> {
+  const { annotation, default: builtIn } = options.meshRoutes;
+  const wanted = settings.defaults.meshRoutes;
+  if (annotation === undefined || wanted === builtIn || annotations[annotation] !== undefined) return {};
+  return { [annotation]: String(wanted) };
 }
 
 function skipReason(pod: PodLike, ns: NamespaceInfo, settings: InjectorSettings): string | undefined {

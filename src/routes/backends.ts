@@ -36,10 +36,17 @@ export function granted(
   );
 }
 
+/**
+ * What a backendRef in another namespace needs: a ReferenceGrant there (a Gateway's route), or
+ * nothing (a mesh route: it only changes where a call its client could make anyway goes, so it
+ * reaches no further than the client does; GEP-1294).
+ */
+export type CrossNamespace = readonly ReferenceGrant[] | 'open';
+
 export function resolveBackend(
   ref: BackendRef,
   routeNamespace: string,
-  grants: readonly ReferenceGrant[],
+  grants: CrossNamespace,
 ): RouteBackend {
   const base = { weight: ref.weight, filters: ref.filters };
   const namespace = ref.namespace ?? routeNamespace;
@@ -61,6 +68,7 @@ export function resolveBackend(
   const from = { group: GATEWAY_GROUP, kind: 'HTTPRoute', namespace: routeNamespace };
   if (
     namespace !== routeNamespace &&
+    grants !== 'open' &&
     !granted(grants, from, { group: '', kind: 'Service', namespace, name: ref.name })
   ) {
     return {

@@ -1,6 +1,6 @@
 import type { ServiceTarget } from './backends.ts';
 import type { RequestView } from './match.ts';
-import { routeKey, type HTTPRoute, type ParentRef, type ReferenceGrant } from './objects.ts';
+import { routeKey, type HTTPRoute, type ParentRef } from './objects.ts';
 import { byPrecedence, compileRules, type CompiledRule, type RankedMatch } from './rules.ts';
 
 /**
@@ -13,6 +13,8 @@ import { byPrecedence, compileRules, type CompiledRule, type RankedMatch } from 
  * - a route in a third namespace applies to no one but clients of that namespace.
  * Matches are ordered as for a Gateway (rules.ts). `hostnames` are not matched: the Service is
  * the destination already. A route with anything unsupported is not applied at all.
+ * A backendRef in another namespace needs no ReferenceGrant (GEP-1294): the route sends the call
+ * to a Service its client may call directly, with the client's own identity.
  */
 export interface MeshSelected {
   rule: CompiledRule;
@@ -41,9 +43,8 @@ interface ServiceRoutes {
 export class MeshRouteTable {
   readonly #services = new Map<string, ServiceRoutes>();
 
-  constructor(input: { routes: Iterable<HTTPRoute>; grants: Iterable<ReferenceGrant> }) {
-    const grants = [...input.grants];
-    for (const route of input.routes) this.#add(route, grants);
+  constructor(input: { routes: Iterable<HTTPRoute> }) {
+    for (const route of input.routes) this.#add(route);
     for (const s of this.#services.values())
       for (const list of [s.producer, ...s.consumers.values()]) list.sort(byPrecedence);
   }
@@ -85,10 +86,10 @@ export class MeshRouteTable {
     return out;
   }
 
-  #add(route: HTTPRoute, grants: readonly ReferenceGrant[]): void {
+  #add(route: HTTPRoute): void {
     const parents = route.spec.parentRefs.filter(isService);
     if (parents.length === 0) return;
-    const compiled = compileRules(route, grants);
+    const compiled = compileRules(route, 'open');
     if ('unsupported' in compiled) return;
     const ns = route.metadata.namespace;
     const created = route.metadata.creationTimestamp ?? '';

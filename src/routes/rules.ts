@@ -1,7 +1,7 @@
-import { resolveBackend, type RouteBackend } from './backends.ts';
+import { resolveBackend, type CrossNamespace, type RouteBackend } from './backends.ts';
 import { parseDuration } from './duration.ts';
 import { compareRanks, compileMatch, type CompiledMatch } from './match.ts';
-import { routeKey, type Filter, type HTTPRoute, type HTTPRouteRule, type ReferenceGrant } from './objects.ts';
+import { routeKey, type Filter, type HTTPRoute, type HTTPRouteRule } from './objects.ts';
 
 export interface CompiledRule {
   /** "namespace/name" of the HTTPRoute. */
@@ -50,10 +50,11 @@ export function byPrecedence(a: RankedMatch, b: RankedMatch): number {
 
 /**
  * An HTTPRoute's rules compiled once, for a gateway's table and a sidecar's alike: matches, filters
- * (only those we apply), backendRefs resolved against ReferenceGrants, timeouts in milliseconds.
+ * (only those we apply), backendRefs resolved against ReferenceGrants (a gateway's routes; a
+ * sidecar's need none), timeouts in milliseconds.
  * Anything unsupported rejects the whole route (UnsupportedValue), so nothing of it is served.
  */
-export function compileRules(route: HTTPRoute, grants: readonly ReferenceGrant[]): CompiledRules {
+export function compileRules(route: HTTPRoute, grants: CrossNamespace): CompiledRules {
   const key = routeKey(route.metadata);
   const rules: RuleMatches[] = [];
   for (const [index, r] of route.spec.rules.entries()) {

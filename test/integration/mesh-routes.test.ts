@@ -6,13 +6,22 @@
 //   2. the API server stopped: every route still applies (last-known-good), also from a sidecar
 //      restarted during the outage (its snapshot);
 //   3. the API server back: a route change is applied.
+// And without the CRDs: the sidecar is ready and serves, and applies routes once they are installed.
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { podEnv, type PodEnv } from '../harness/data-path.ts';
 import { createService, createSlice, waitFor } from '../harness/discovery.ts';
-import { canaryRules, gatewayApiCluster, httpRoute } from '../harness/gateway-api.ts';
+import { startCluster } from '../harness/cluster.ts';
+import {
+  backendTo,
+  canaryRules,
+  gatewayApiCluster,
+  httpRoute,
+  installGatewayApi,
+} from '../harness/gateway-api.ts';
+import { requireNetns } from '../harness/netns.ts';
 
 const V1 = '10.244.0.61';
 const V2 = '10.244.0.62';
@@ -111,4 +120,47 @@ test("HTTPRoutes attached to a Service apply to the app's calls, through an API 
     );
     await routesApplied(pod, ns, V1);
   });
+});
+
+test('without the Gateway API CRDs a sidecar with mesh routes is ready and calls Services as before; the CRDs installed later, routes apply', async (t) => {
+  if (!requireNetns(t)) return;
+  const cluster = await startCluster(t);
+  if (!cluster) return;
+  t.after(() => cluster.stop());
+  const admin = cluster.admin;
+  const ns = await admin.createNamespace('gamma-nocrd');
+  const pod = await podEnv(cluster, ns);
+  t.after(() => pod.close());
+  for (const [name, ip] of [
+    ['web', V1],
+    ['web-v2', V2],
+  ] as const) {
+    await createService(admin, ns, name);
+    await createSlice(admin, ns, name, `${name}-a`, [ip]);
+    await pod.startBackend(ip);
+  }
+  const sidecar = await pod.startSidecar(['--mesh-routes', 'true']);
+  t.after(() => sidecar.stop('SIGKILL'));
+  await waitFor('sidecar ready', async () => (await pod.admin('/readyz')).status === 200, 30_000);
+  for (let i = 0; i < 5; i++) assert.equal((await pod.get(`http://web.${ns}/`)).body, V1);
+  const status = JSON.parse((await pod.admin('/debug/routes')).body) as {
+    listed: boolean;
+    stale: { collection: string }[];
+  };
+  assert.equal(status.listed, false, 'no HTTPRoute collection to list');
+  assert.deepEqual(
+    status.stale.map((s) => s.collection),
+    ['httproutes'],
+  );
+
+  await installGatewayApi(admin);
+  await admin.apply(
+    httpRoute(ns, 'to-v2', {
+      parentRefs: [{ group: '', kind: 'Service', name: 'web', port: 80 }],
+      rules: [{ backendRefs: [backendTo('web-v2')] }],
+    }),
+  );
+  // The list is retried with a backoff of at most 30 s.
+  await waitFor('the route applied', async () => (await pod.get(`http://web.${ns}/`)).body === V2, 60_000);
+  assert.equal((await pod.admin('/readyz')).status, 200);
 });

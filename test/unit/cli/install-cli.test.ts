@@ -221,3 +221,34 @@ test('install checks its flags, and says when it binds no namespace', async () =
     /no namespace is opted in yet, so no sidecar RBAC is included; name them with --namespaces/,
   );
 });
+
+test('install --mesh-routes makes mesh routes the default of injected pods: the webhook gets the flag', async () => {
+  type Args = {
+    kind: string;
+    metadata: { name: string };
+    spec: { template: { spec: { containers: { args: string[] }[] } } };
+  };
+  const webhookArgs = (stdout: string): string[] | undefined =>
+    parseAllDocuments(stdout)
+      .map((d) => d.toJS() as Args)
+      .find((o) => o.kind === 'Deployment' && o.metadata.name === 'outrigger-webhook')?.spec.template.spec
+      .containers[0]?.args;
+  const r = await runCli(['install', '--mesh-routes']);
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(
+    webhookArgs(r.stdout)?.filter((a) => a.startsWith('--mesh-routes')),
+    ['--mesh-routes=true'],
+  );
+  assert.match(r.stderr, /outrigger\.dev\/mesh-routes: "false"/);
+  const plain = await runCli(['install']);
+  assert.deepEqual(
+    webhookArgs(plain.stdout)?.filter((a) => a.startsWith('--mesh-routes')),
+    [],
+  );
+  const byUrl = await runCli(['install', '--mesh-routes', '--webhook-url', 'https://webhook.example:8443']);
+  assert.equal(byUrl.status, 0, byUrl.stderr);
+  assert.match(
+    byUrl.stderr,
+    /give the webhook you run at https:\/\/webhook\.example:8443 the flag --mesh-routes=true/,
+  );
+});

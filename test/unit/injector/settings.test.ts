@@ -60,3 +60,31 @@ test('an opted-out pod is not validated further: its other annotations are not o
   );
   assert.equal(r.kind, 'skipped');
 });
+
+test("the webhook's --mesh-routes default is written as the pod's annotation; the pod's own annotation wins", async () => {
+  const { applyPatch } = await import('../../../src/injector/patch.ts');
+  const annotationsAfter = (settings: ReturnType<typeof injectorSettings>, p: PodLike) => {
+    const r = injectPod(p, { name: 'shop' }, settings);
+    assert.equal(r.kind, 'injected');
+    return applyPatch(p, r.kind === 'injected' ? r.patch : []).metadata?.annotations ?? {};
+  };
+  const on = injectorSettings(loadConfig({ flags: { meshRoutes: 'true' }, env: {} }));
+  assert.equal(annotationsAfter(on, pod())['outrigger.dev/mesh-routes'], 'true');
+  assert.equal(
+    annotationsAfter(on, pod({ 'outrigger.dev/mesh-routes': 'false' }))['outrigger.dev/mesh-routes'],
+    'false',
+    "the pod's own annotation is kept",
+  );
+  const unannotated: PodLike = { spec: { containers: [{ name: 'app' }] } };
+  assert.equal(
+    annotationsAfter(on, unannotated)['outrigger.dev/mesh-routes'],
+    'true',
+    'a pod without metadata',
+  );
+  // The built-in default: nothing is written, so the sidecar's own default applies.
+  const off = injectorSettings(loadConfig({ env: {} }));
+  assert.equal(annotationsAfter(off, pod())['outrigger.dev/mesh-routes'], undefined);
+  // Also from the webhook's environment, as for every injection default.
+  const fromEnv = injectorSettings(loadConfig({ env: { OUTRIGGER_MESH_ROUTES: 'true' } }));
+  assert.equal(annotationsAfter(fromEnv, pod())['outrigger.dev/mesh-routes'], 'true');
+});

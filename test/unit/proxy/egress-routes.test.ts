@@ -13,7 +13,7 @@ const route = (rules: unknown[]) =>
 const to = (name: string, weight = 1) => ({ name, port: 8080, weight });
 
 function routes(rules: unknown[], draw = 0): EgressRoutes {
-  const table = new MeshRouteTable({ routes: [route(rules)], grants: [] });
+  const table = new MeshRouteTable({ routes: [route(rules)] });
   return { table: () => table, namespace: 'shop', clusterDomain: 'cluster.local', random: () => draw };
 }
 

@@ -46,7 +46,7 @@ before(async () => {
     await startH2Backend(),
     await startH2Backend(),
   ];
-  const table = new MeshRouteTable({ routes: [route], grants: [] });
+  const table = new MeshRouteTable({ routes: [route] });
   proxy = await startProxy({}, { routes: { table: () => table } });
 });
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { MeshRouteTable, type MeshLookup } from '../../../src/routes/mesh.ts';
 import { slimHTTPRoute } from '../../../src/routes/objects.ts';
-import { grant, req, svc } from './fixtures.ts';
+import { req, svc } from './fixtures.ts';
 
 /** An HTTPRoute whose parent is a Service. */
 const meshRoute = (
@@ -28,14 +28,13 @@ test('producer routes apply to every client of the Service; other Services route
     routes: [
       meshRoute('split', 'shop', { name: 'web' }, [{ backendRefs: [to('web-v1', 90), to('web-v2', 10)] }]),
     ],
-    grants: [],
   });
   assert.equal(shown(t.lookup('shop/web', 80, 'shop', req('/'))), 'shop/split#0:web-v1,web-v2');
   assert.equal(shown(t.lookup('shop/web', 80, 'other', req('/a'))), 'shop/split#0:web-v1,web-v2');
   assert.equal(shown(t.lookup('shop/cart', 80, 'shop', req('/'))), 'none');
   assert.deepEqual([...t.backends()].sort(), ['shop/web-v1', 'shop/web-v2']);
   assert.equal(t.empty, false);
-  assert.equal(new MeshRouteTable({ routes: [], grants: [] }).empty, true);
+  assert.equal(new MeshRouteTable({ routes: [] }).empty, true);
 });
 
 test("a consumer route is its namespace's own: it replaces the producer's for those clients only", () => {
@@ -46,29 +45,31 @@ test("a consumer route is its namespace's own: it replaces the producer's for th
         { backendRefs: [{ ...to('web-v2'), namespace: 'shop' }] },
       ]),
     ],
-    grants: [grant('shop', 'ops')],
   });
   assert.equal(shown(t.lookup('shop/web', 80, 'ops', req('/'))), 'ops/mine#0:web-v2');
   assert.equal(shown(t.lookup('shop/web', 80, 'shop', req('/'))), 'shop/producer#0:web-v1');
   assert.equal(shown(t.lookup('shop/web', 80, 'billing', req('/'))), 'shop/producer#0:web-v1');
 });
 
-test('a consumer route in a namespace with no ReferenceGrant names a backend it may not use', () => {
+test('a mesh route needs no ReferenceGrant for a backend in another namespace (its clients may call it anyway)', () => {
   const t = new MeshRouteTable({
     routes: [
       meshRoute('mine', 'ops', { name: 'web', namespace: 'shop' }, [
         { backendRefs: [{ ...to('web-v2'), namespace: 'shop' }] },
       ]),
+      meshRoute('elsewhere', 'shop', { name: 'cart' }, [
+        { backendRefs: [{ ...to('cart'), namespace: 'billing' }] },
+      ]),
     ],
-    grants: [],
   });
-  assert.equal(shown(t.lookup('shop/web', 80, 'ops', req('/'))), 'ops/mine#0:invalid');
+  assert.equal(shown(t.lookup('shop/web', 80, 'ops', req('/'))), 'ops/mine#0:web-v2');
+  assert.equal(shown(t.lookup('shop/cart', 80, 'shop', req('/'))), 'shop/elsewhere#0:cart');
+  assert.deepEqual([...t.backends()].sort(), ['billing/cart', 'shop/web-v2']);
 });
 
 test('a parentRef port limits the route to that Service port', () => {
   const t = new MeshRouteTable({
     routes: [meshRoute('http-only', 'shop', { name: 'web', port: 80 }, [{ backendRefs: [to('web-v2')] }])],
-    grants: [],
   });
   assert.equal(shown(t.lookup('shop/web', 80, 'shop', req('/'))), 'shop/http-only#0:web-v2');
   assert.equal(shown(t.lookup('shop/web', 8443, 'shop', req('/'))), 'none');
@@ -88,7 +89,6 @@ test("matches in the spec's precedence; routes that apply and do not match are n
         },
       ]),
     ],
-    grants: [],
   });
   assert.equal(shown(t.lookup('shop/web', 80, 'shop', req('/api/v2'))), 'shop/paths#1:api-v2');
   assert.equal(shown(t.lookup('shop/web', 80, 'shop', req('/api/x'))), 'shop/paths#0:api');
@@ -110,7 +110,6 @@ test('a route with anything unsupported is not applied; Gateway parents are not 
         spec: { parentRefs: [{ name: 'web' }], rules: [{ backendRefs: [to('x')] }] },
       }),
     ],
-    grants: [],
   });
   assert.equal(shown(t.lookup('shop/web', 80, 'shop', req('/'))), 'none');
   assert.equal(t.empty, true);
