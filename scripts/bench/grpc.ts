@@ -5,7 +5,7 @@
 // explicit mode, file source, tracing off). Closed loop (-c clients x -m streams, -D seconds),
 // then a fixed rate (--rps per client; p50/p99 from h2load's per-request log). h2load checks only :status, so each target is first
 // checked for grpc-status 0 with one call of our own.
-//   node scripts/bench/grpc.ts [--seconds 8] [--clients 10] [--streams 10] [--rate 1000]
+//   node scripts/bench/grpc.ts [--rounds 1] [--seconds 8] [--clients 10] [--streams 10] [--rate 1000]
 //        [--semi-space MB] [--profile DIR]   (--profile: Outrigger's closed loop only, under
 //        --cpu-prof, and its top frames per call)
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -27,8 +27,10 @@ const STREAMS = flag('--streams', 10);
 const RATE = flag('--rate', 1000);
 const SEMI_SPACE = flag('--semi-space', 4);
 const PROFILE = args.includes('--profile') ? args[args.indexOf('--profile') + 1] : undefined;
+const ROUNDS = flag('--rounds', 1);
 const BACKEND = 18180;
 const HAPROXY = 18181;
+const RELAY = 18185;
 const OUTRIGGER = { egress: 18182, ingress: 18183, admin: 18184 };
 const PATH = '/outrigger.v1.TestService/Unary';
 const root = path.join(import.meta.dirname, '../..');
@@ -47,6 +49,8 @@ if (args[0] === '--backend') {
     stream.on('error', () => {});
   });
   server.listen(BACKEND, '127.0.0.1', () => process.stdout.write('listening\n'));
+} else if (args[0] === '--relay') {
+  relay();
 } else {
   await main();
 }
@@ -118,28 +122,35 @@ async function main(): Promise<void> {
   const targets = [
     { name: 'direct (node:http2 backend)', port: BACKEND, authority: `127.0.0.1:${BACKEND}` },
     { name: 'haproxy 2.6 h2c, 1 thread', port: HAPROXY, authority: `127.0.0.1:${HAPROXY}` },
+    { name: 'bare node:http2 relay', port: RELAY, authority: `127.0.0.1:${RELAY}` },
     { name: 'outrigger 1 hop (egress)', port: OUTRIGGER.egress, authority: 'rpc.bench' },
   ];
-  if (PROFILE) return profileOutrigger(outrigger, targets[2]!, body);
+  if (PROFILE) return profileOutrigger(outrigger, targets[3]!, body);
+  await started(
+    launch(process.execPath, [`--max-semi-space-size=${SEMI_SPACE}`, import.meta.filename, '--relay']),
+  );
   const rows: string[] = [];
-  for (const t of targets) {
-    await ready(t.port, t.authority);
-    const closed = h2load(t.port, t.authority, body, ['-c', String(CLIENTS), '-m', String(STREAMS)]);
-    const log = path.join(dir, `${t.port}.log`);
-    const fixed = h2load(t.port, t.authority, body, [
-      '-c',
-      String(CLIENTS),
-      '-m',
-      '1',
-      '--rps',
-      String(RATE / CLIENTS),
-      `--log-file=${log}`,
-    ]);
-    const p = percentiles(log);
-    rows.push(
-      `| ${t.name} | ${closed.rps} | ${closed.failed} | ${closed.mean} | ${fixed.rps} | ${p.p50} | ${p.p99} | ${fixed.max} |`,
-    );
-  }
+  // Alternate the order between rounds so that drift hits every target alike.
+  const order = (round: number): typeof targets => (round % 2 === 0 ? targets : [...targets].reverse());
+  for (let round = 0; round < ROUNDS; round++)
+    for (const t of order(round)) {
+      await ready(t.port, t.authority);
+      const closed = h2load(t.port, t.authority, body, ['-c', String(CLIENTS), '-m', String(STREAMS)]);
+      const log = path.join(dir, `${t.port}.log`);
+      const fixed = h2load(t.port, t.authority, body, [
+        '-c',
+        String(CLIENTS),
+        '-m',
+        '1',
+        '--rps',
+        String(RATE / CLIENTS),
+        `--log-file=${log}`,
+      ]);
+      const p = percentiles(log);
+      rows.push(
+        `| ${t.name} (round ${round + 1}) | ${closed.rps} | ${closed.failed} | ${closed.mean} | ${fixed.rps} | ${p.p50} | ${p.p99} | ${fixed.max} |`,
+      );
+    }
   process.stdout.write(
     `h2load, ${SECONDS} s per phase; closed loop ${CLIENTS} clients x ${STREAMS} streams; fixed ${RATE} rps\n\n` +
       '| target | closed-loop req/s | failed | mean latency | fixed-rate req/s | p50 | p99 | max |\n' +
@@ -148,6 +159,34 @@ async function main(): Promise<void> {
       '\n',
   );
   process.exit(0);
+}
+
+/**
+ * The floor node:http2 sets: one upstream session, each stream piped to the backend and its
+ * response headers and trailers copied; no routing, no metrics, no tracing.
+ */
+function relay(): void {
+  const upstream = connect(`http://127.0.0.1:${BACKEND}`);
+  const server = createServer({ settings: { maxConcurrentStreams: 1000 } });
+  server.on('stream', (down, headers) => {
+    const up = upstream.request({
+      ':method': headers[':method'],
+      ':path': headers[':path'],
+      'content-type': headers['content-type'],
+      te: 'trailers',
+    });
+    up.on('response', (h) =>
+      down.respond({ ':status': h[':status'], 'content-type': h['content-type'] }, { waitForTrailers: true }),
+    );
+    up.on('trailers', (t: IncomingHttpHeaders) =>
+      down.once('wantTrailers', () => down.sendTrailers({ 'grpc-status': String(t['grpc-status']) })),
+    );
+    up.on('error', () => down.close());
+    down.on('error', () => up.close());
+    down.pipe(up);
+    up.pipe(down);
+  });
+  server.listen(RELAY, '127.0.0.1', () => process.stdout.write('listening\n'));
 }
 
 /** Outrigger's closed loop under --cpu-prof; the profile is written when the sidecar exits. */
