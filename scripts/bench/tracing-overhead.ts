@@ -4,6 +4,12 @@
 // bounded by wrk's duration.
 //
 //   node scripts/bench/tracing-overhead.ts [--duration 5] [--rounds 3] [--connections 32]
+//        [--warmup 1] [--rate R]
+//
+// --rate R: a fixed rate (R requests/s from an in-process generator) instead of wrk's closed loop.
+// At saturation a slower mode batches more requests per read and write, so its CPU per request is
+// not comparable; below saturation every mode does the same syscalls per request. --warmup S: the
+// SDK loads at the first sampled span and exports 2 s later; 5 s or more measures steady state.
 //
 // Spans go to a real Jaeger when scripts/test-cluster has built it, else to an OTLP sink that
 // accepts and discards (the script says which). Modes are interleaved round by round so drift
@@ -18,17 +24,22 @@ import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { jaegerBinary, startJaeger } from '../../test/harness/jaeger.ts';
 import { serviceYaml } from '../../test/harness/tracing-relay.ts';
+import { fixedRate } from './loadgen.ts';
 
 const { values } = parseArgs({
   options: {
     duration: { type: 'string', default: '5' },
     rounds: { type: 'string', default: '3' },
     connections: { type: 'string', default: '32' },
+    warmup: { type: 'string', default: '1' },
+    rate: { type: 'string' },
   },
 });
 const duration = Math.min(60, Math.max(1, Number(values.duration)));
 const rounds = Math.min(10, Math.max(1, Number(values.rounds)));
 const connections = Math.min(256, Math.max(1, Number(values.connections)));
+const warmup = Math.min(60, Math.max(1, Number(values.warmup)));
+const rate = values.rate === undefined ? undefined : Math.min(20_000, Math.max(1, Number(values.rate)));
 const modes = ['disabled', '0', '0.01', '1'] as const;
 
 if (spawnSync('wrk', ['--version']).error) throw new Error('wrk is required (apt-get install wrk)');
@@ -82,7 +93,7 @@ function report(): void {
   const baseP99 = med('disabled', (s) => s.p99);
   const baseCpu = med('disabled', (s) => s.cpuPerRequest);
   process.stdout.write(
-    `\nmedian of ${rounds} rounds, ${duration} s each, ${connections} connections, wrk 1 thread, load average ${os.loadavg()[0]?.toFixed(1)} on ${os.cpus().length} CPUs\n` +
+    `\nmedian of ${rounds} rounds, ${duration} s each after ${warmup} s of warm-up, ${connections} connections, ${rate === undefined ? 'wrk 1 thread' : `${rate} requests/s`}, load average ${os.loadavg()[0]?.toFixed(1)} on ${os.cpus().length} CPUs\n` +
       '| tracing | req/s | p99 ms | sidecar CPU µs/req | throughput vs disabled | p99 vs disabled | CPU/req vs disabled | spans dropped |\n' +
       '|---|---|---|---|---|---|---|---|\n',
   );
@@ -113,9 +124,9 @@ async function measure(mode: string): Promise<Sample> {
   if (first.done) throw new Error(`sidecar (${mode}) did not start`);
   const { port } = JSON.parse(String(first.value)) as { port: number };
   const url = `http://127.0.0.1:${port}/bench`;
-  await wrk(url, 1); // warm-up: JIT, keep-alive sockets
+  await wrk(url, warmup); // warm-up: JIT, keep-alive sockets, the SDK's first export
   child.kill('SIGUSR2');
-  const result = await wrk(url, duration);
+  const result = rate === undefined ? await wrk(url, duration) : await atRate(port, rate);
   const stats = await stopChild(child, lines);
   return {
     rps: result.rps,
@@ -167,6 +178,18 @@ function wrk(
       resolve({ rps: Number(rps), p50: ms(p50), p99: ms(p99), requests: Number(requests) });
     });
   });
+}
+
+async function atRate(
+  port: number,
+  rps: number,
+): Promise<{ rps: number; p50: number; p99: number; requests: number }> {
+  const r = await fixedRate(
+    { host: '127.0.0.1', port, authority: 'backend.bench', path: '/bench' },
+    { rate: rps, durationMs: duration * 1000, connections },
+  );
+  if (r.errors > 0) throw new Error(`${r.errors} requests failed at ${rps} rps`);
+  return { rps: r.achievedRps, p50: r.corrected.p50, p99: r.corrected.p99, requests: r.ok };
 }
 
 function ms(m: RegExpExecArray): number {
