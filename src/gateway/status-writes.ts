@@ -10,7 +10,8 @@ import type { Logger } from '../shared/log.ts';
  * failed writes. A failure is logged once per object and reason; it never affects routing.
  */
 export interface StatusWritesOptions {
-  api: Required<Pick<KubeApi, 'mergePatch'>>;
+  /** For write(); a writer that only calls attempt() needs none. */
+  api?: Required<Pick<KubeApi, 'mergePatch'>>;
   clock: Clock;
   logger: Logger;
   /** Names what is written in logs ("Ingress status", "Gateway API status"). */
@@ -70,18 +71,28 @@ export abstract class StatusWrites {
 
   /** One merge patch; false when it failed (logged once per object and reason). */
   protected async write(path: string, key: string, patch: unknown): Promise<boolean> {
-    if (this.stopped) return false;
+    const api = this.#o.api;
+    if (!api) return false;
+    return (await this.attempt(key, (signal) => api.mergePatch(path, patch, signal))) !== undefined;
+  }
+
+  /** One write of any kind: its result, or undefined when it failed (logged once per object and reason). */
+  protected async attempt<T>(
+    key: string,
+    call: (signal: AbortSignal) => Promise<T>,
+  ): Promise<{ value: T } | undefined> {
+    if (this.stopped) return undefined;
     try {
-      await this.#o.api.mergePatch(path, patch, this.#stop.signal);
+      const value = await call(this.#stop.signal);
       this.writes++;
       if (this.#failing.delete(key)) this.#o.logger.info(`${this.#o.what} written again`, this.#named(key));
-      return true;
+      return { value };
     } catch (e) {
       const reason = errorMessage(e);
       if (this.#failing.get(key) !== reason)
         this.#o.logger.warn(`${this.#o.what} not written; retrying later`, { ...this.#named(key), reason });
       this.#failing.set(key, reason);
-      return false;
+      return undefined;
     }
   }
 
