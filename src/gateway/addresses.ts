@@ -99,8 +99,8 @@ export function serviceFor(
         [GATEWAY_NAMESPACE_LABEL]: namespace,
       },
     },
+    // No type: ClusterIP by default, and a user who makes it a LoadBalancer keeps it so.
     spec: {
-      type: 'ClusterIP',
       selector: where.selector,
       ports: bindings.map((b) => ({
         name: `${b.protocol.toLowerCase()}-${b.port}`,
