@@ -12,7 +12,8 @@ import type { Via } from './http-route.ts';
  * which Gateway and listener port a connection's local port belongs to.
  *
  * Bindings follow the route table, which is last-known-good: a port is closed only when the table
- * no longer has its Gateway or listener port, which a failed or partial read never causes.
+ * no longer has its Gateway or listener port, which a failed or partial read never causes. Its
+ * open connections are closed with it: kept open, they would be served as the shared ports are.
  */
 export interface GatewayPortsOptions {
   host: string;
@@ -24,11 +25,13 @@ interface Open {
   binding: Binding;
   server: Server;
   listening: Promise<boolean>;
+  sockets: Set<Socket>;
 }
 
 export class GatewayPorts {
   readonly #o: GatewayPortsOptions;
   readonly #open = new Map<number, Open>();
+  readonly #unserved = new Set<string>();
   #closed = false;
 
   constructor(o: GatewayPortsOptions) {
@@ -42,7 +45,7 @@ export class GatewayPorts {
     for (const [port, open] of this.#open) {
       const b = want.get(port);
       if (b && b.protocol === open.binding.protocol) open.binding = b;
-      else this.#close(port);
+      else this.#drop(port);
     }
     for (const b of want.values()) if (!this.#open.has(b.podPort)) this.#listen(b);
     await Promise.all([...this.#open.values()].map((o) => o.listening));
@@ -58,21 +61,32 @@ export class GatewayPorts {
     return [...this.#open.values()].map((o) => o.binding);
   }
 
+  /** Stops accepting; connections open are the listeners' to drain. */
   close(): void {
     this.#closed = true;
-    for (const port of [...this.#open.keys()]) this.#close(port);
+    for (const { server } of this.#open.values()) server.close();
+    this.#open.clear();
   }
 
   #listen(b: Binding): void {
     const accept = b.protocol === 'HTTPS' ? this.#o.accept.https : this.#o.accept.http;
     if (!accept) {
-      this.#o.log.warn('HTTPS listener of a Gateway not served: the gateway has no HTTPS port', {
-        gateway: b.gateway,
-        port: b.port,
-      });
+      // Once per binding: bind() runs at every table change.
+      const key = `${b.gateway} ${b.port}`;
+      if (!this.#unserved.has(key))
+        this.#o.log.warn('HTTPS listener of a Gateway not served: the gateway has no HTTPS port', {
+          gateway: b.gateway,
+          port: b.port,
+        });
+      this.#unserved.add(key);
       return;
     }
-    const server = createServer({ noDelay: true }, accept);
+    const sockets = new Set<Socket>();
+    const server = createServer({ noDelay: true }, (s) => {
+      sockets.add(s);
+      s.once('close', () => sockets.delete(s));
+      accept(s);
+    });
     const listening = listenOn(server, b.podPort, this.#o.host).then(
       () => true,
       (e: unknown) => {
@@ -86,11 +100,13 @@ export class GatewayPorts {
         return false;
       },
     );
-    this.#open.set(b.podPort, { binding: b, server, listening });
+    this.#open.set(b.podPort, { binding: b, server, listening, sockets });
   }
 
-  #close(port: number): void {
-    this.#open.get(port)?.server.close();
+  #drop(port: number): void {
+    const open = this.#open.get(port);
+    open?.server.close();
+    for (const s of open?.sockets ?? []) s.destroy();
     this.#open.delete(port);
   }
 }
