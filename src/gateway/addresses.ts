@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { routeKey, type Gateway } from '../routes/objects.ts';
+import { byAge } from './table.ts';
 
 /**
  * An address per Gateway. Every Gateway of our class gets a Service of its own in the gateway's
@@ -31,7 +32,7 @@ const PROTOCOLS: ReadonlySet<string> = new Set(['HTTP', 'HTTPS']);
 export function assignPodPorts(gateways: Iterable<Gateway>): Binding[] {
   const taken = new Set<number>();
   const out: Binding[] = [];
-  for (const g of [...gateways].sort(olderFirst)) {
+  for (const g of [...gateways].sort(byAge)) {
     const key = routeKey(g.metadata);
     for (const { port, protocol } of listenerPorts(g)) {
       let podPort = POD_PORT_BASE + (hash(`${key}:${port}`) % POD_PORT_SPAN);
@@ -49,15 +50,6 @@ function listenerPorts(g: Gateway): { port: number; protocol: Binding['protocol'
   for (const l of g.spec.listeners)
     if (PROTOCOLS.has(l.protocol) && !by.has(l.port)) by.set(l.port, l.protocol as Binding['protocol']);
   return [...by].map(([port, protocol]) => ({ port, protocol }));
-}
-
-function olderFirst(a: Gateway, b: Gateway): number {
-  const ta = a.metadata.creationTimestamp ?? '';
-  const tb = b.metadata.creationTimestamp ?? '';
-  if (ta !== tb) return ta < tb ? -1 : 1;
-  const ka = routeKey(a.metadata);
-  const kb = routeKey(b.metadata);
-  return ka < kb ? -1 : ka > kb ? 1 : 0;
 }
 
 const hash = (s: string): number => createHash('sha256').update(s).digest().readUInt32BE(0);
