@@ -4,10 +4,11 @@ import { errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/log.ts';
 
 /**
- * How the gateway writes to the API (Ingresses' addresses, Gateway API conditions, the Gateways' Services): a
- * pass runs after a short quiet time (a relist writes once), a change that arrives during a pass
- * is written by one more pass after it, and a resync re-checks everything, which also retries
- * failed writes. A failure is logged once per object and reason; it never affects routing.
+ * How the gateway writes to the API (Ingresses' addresses, Gateway API conditions, the Gateways'
+ * Services): a pass runs after a short quiet time (a relist writes once), a change that arrives
+ * during a pass is written by one more pass after it, and a resync re-checks everything, which
+ * also retries failed writes. A failure is logged once per object and reason; it never affects
+ * routing.
  */
 export interface StatusWritesOptions {
   /** For write(); a writer that only calls attempt() needs none. */
