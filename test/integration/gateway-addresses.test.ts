@@ -173,7 +173,14 @@ test('gateway API: a Service per Gateway, its routes at its own port; kept throu
           [before[name]!.spec.clusterIP, before[name]!.spec.ports],
         );
       }
-      await admin.apply(gateway('two', [80, 8080]));
+      await admin.request(
+        'PUT',
+        `/apis/gateway.networking.k8s.io/v1/namespaces/${GATEWAY_NAMESPACE}/gateways/two`,
+        {
+          ...gateway('two', [80, 8080]),
+          metadata: (await admin.get<{ metadata: unknown }>('Gateway', 'two', GATEWAY_NAMESPACE)).metadata,
+        },
+      );
       await waitFor(
         'port 8080 on two',
         async () => (await serviceOf(admin, 'two')).spec.ports.length === 2,
