@@ -6,11 +6,12 @@
  */
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { GatewayConfig } from '../config/gateway-options.ts';
+import { GATEWAY_POD_LABELS, type GatewayConfig } from '../config/gateway-options.ts';
 import type { KubeApi } from '../kube/api.ts';
 import { createKubeResolver, type KubeResolver, type KubeResolverOptions } from '../discovery/resolver.ts';
 import type { Ingress, TlsSecret } from '../gateway/objects.ts';
 import { usableCertificate } from '../gateway/certs.ts';
+import { GatewayServices, type GatewayServicesOptions } from '../gateway/gateway-services.ts';
 import { RouteStatusWriter } from '../gateway/route-status.ts';
 import { StatusPublisher } from '../gateway/status.ts';
 import { createGatewayStore, type GatewayStore, type GatewayStoreOptions } from '../gateway/store.ts';
@@ -42,6 +43,8 @@ export interface GatewayDiscoveryDeps {
 export interface GatewayDiscovery {
   store: GatewayStore;
   resolver: KubeResolver;
+  /** The Gateways' own Services (--gateway-services), when on. */
+  services: GatewayServices | undefined;
   close(): Promise<void>;
 }
 
@@ -73,6 +76,13 @@ export async function openGatewayDiscovery(
     ...(tuning?.tokenExpiresAt ? { tokenExpiresAt: tuning.tokenExpiresAt } : {}),
   });
   const status = statusPublisher(config, api, clock, log, () => store.served());
+  const services = gatewayServices(config, api, {
+    clock,
+    log,
+    table: () => store.routeTable(),
+    stale: () => store.stale(),
+    onAddress: () => routeStatus?.schedule(),
+  });
   const routeStatus = config.gatewayApi
     ? new RouteStatusWriter({
         api: { mergePatch: writer(api, '--gateway-api') },
@@ -87,6 +97,7 @@ export async function openGatewayDiscovery(
         serviceAbsent: async (namespace, name) =>
           (await resolver.resolve({ namespace, name }, { waitMs: 0 })).kind === 'absent',
         addresses: config.publishStatusAddress,
+        ...(services ? { addressOf: (gateway: string) => services.addressOf(gateway) } : {}),
         clock,
         logger: log.child({ component: 'gateway-api-status' }),
       })
@@ -100,6 +111,7 @@ export async function openGatewayDiscovery(
     gatewayApi: config.gatewayApi,
     onTable: (table, secrets, routes) => {
       status?.schedule();
+      services?.schedule();
       routeStatus?.schedule();
       onTable(table, secrets, routes);
       for (const key of [...table.services(), ...routes.services()]) {
@@ -111,8 +123,10 @@ export async function openGatewayDiscovery(
   return {
     store,
     resolver,
+    services,
     close: async () => {
       status?.close();
+      services?.close();
       routeStatus?.close();
       await Promise.allSettled([store.close(), resolver.close()]);
     },
@@ -124,6 +138,34 @@ function writer(api: KubeApi, flag: string): NonNullable<KubeApi['mergePatch']> 
   if (!mergePatch)
     throw new OutriggerError('config_invalid', `${flag} needs an API connection that can write`);
   return mergePatch;
+}
+
+/**
+ * --gateway-services (with --gateway-api): the Gateways' own Services, in the gateway's namespace;
+ * undefined when off, or when the gateway does not know its namespace (it then serves every
+ * Gateway on its shared ports, as before, and says so).
+ */
+function gatewayServices(
+  config: GatewayConfig,
+  api: KubeApi,
+  o: Pick<GatewayServicesOptions, 'table' | 'stale' | 'onAddress' | 'clock'> & { log: Logger },
+): GatewayServices | undefined {
+  if (!config.gatewayApi || !config.gatewayServices) return undefined;
+  const logger = o.log.child({ component: 'gateway-services' });
+  if (!config.podNamespace) {
+    logger.warn('no address per Gateway: --pod-namespace (OUTRIGGER_POD_NAMESPACE) is not set');
+    return undefined;
+  }
+  const apply = api.apply?.bind(api);
+  if (!apply)
+    throw new OutriggerError('config_invalid', '--gateway-services needs an API connection that can write');
+  return new GatewayServices({
+    ...o,
+    api: { apply },
+    namespace: config.podNamespace,
+    selector: GATEWAY_POD_LABELS,
+    logger,
+  });
 }
 
 /** --publish-status-address: the publisher, or undefined when the flag is empty. */

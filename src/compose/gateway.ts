@@ -10,11 +10,15 @@ import { AdminServer } from '../admin/server.ts';
 import { Metrics } from '../admin/metrics.ts';
 import type { KubeApi } from '../kube/api.ts';
 import type { KubeResolver } from '../discovery/resolver.ts';
+import { assignPodPorts } from '../gateway/addresses.ts';
 import { Certificates } from '../gateway/certs.ts';
+import { GatewayPorts } from '../gateway/gateway-ports.ts';
+import type { Via } from '../gateway/http-route.ts';
 import { IngressGatewayHandler } from '../gateway/handler.ts';
 import { GatewayListeners } from '../gateway/listeners.ts';
 import type { GatewayConfig } from '../config/gateway-options.ts';
 import type { GatewayStore } from '../gateway/store.ts';
+import type { GatewayRouteTable } from '../routes/table.ts';
 import { metricsObserver } from '../proxy/metrics-observer.ts';
 import { combineObservers, type HopObserver } from '../proxy/observer.ts';
 import { defaultLimits, type ServerLimits } from '../proxy/server.ts';
@@ -59,14 +63,19 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
   const log = deps.log;
   const metrics = new Metrics();
   const certs = new Certificates(log.child({ component: 'gateway-tls' }));
-  // The listeners exist only after discovery; until then a new table has no default to refresh.
+  // The listeners exist only after discovery; until then a new table has no default to refresh
+  // and no Gateway port to open.
   const tls = { refreshDefault: (): void => {} };
+  let gatewayPorts: GatewayPorts | undefined;
+  const bindGateways = (routes: GatewayRouteTable): void =>
+    void gatewayPorts?.bind(assignPodPorts(routes.gateways().values()));
   const discovery = await openGatewayDiscovery(
     config,
     { ...deps, clock, random },
     (table, secrets, routes) => {
       certs.update(table, secrets, config.defaultCertificate, routes);
       tls.refreshDefault();
+      bindGateways(routes);
     },
   );
   const { store, resolver } = discovery;
@@ -94,6 +103,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
   const handler = new IngressGatewayHandler({
     table: () => store.table(),
     routes: () => store.routeTable(),
+    via: (localPort): Via | undefined => ports?.via(localPort),
     random: deps.weightDraw ?? random,
     tableStale: () => store.stale(),
     backends: {
@@ -122,6 +132,10 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
   });
   tls.refreshDefault = () => listeners.refreshDefaultCertificate();
   tls.refreshDefault();
+  // Each Gateway's own pod ports, when the Gateways have addresses of their own.
+  const ports = discovery.services
+    ? new GatewayPorts({ host: config.listenHost, accept: listeners.accept(), log })
+    : undefined;
   metrics.setSources({
     discovery: () => discoveryGauges(resolver.status(), clock.now()),
     extra: () => {
@@ -167,6 +181,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
       gateway: () => store.status(),
       discovery: () => resolver.status(),
       certificates: () => certs.served(),
+      ...(ports ? { gatewayPorts: () => ports.listening() } : {}),
       config: () => config,
       balancer: () => balancers.view(),
       upstream: () => upstream.stats(),
@@ -174,6 +189,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     },
   });
   const closeAll = async (): Promise<void> => {
+    ports?.close();
     listeners.close();
     upstream.close();
     mesh?.close();
@@ -181,6 +197,8 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
   };
   try {
     await listeners.start();
+    gatewayPorts = ports;
+    if (ports) await ports.bind(assignPodPorts(store.routeTable().gateways().values()));
     await admin.start();
   } catch (e) {
     // A port in use must not leave the watches and timers holding the process open.
@@ -195,6 +213,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     metrics,
     async drain(graceMs) {
       draining = true;
+      ports?.close();
       await l.drain(graceMs);
     },
     close: closeAll,

@@ -6,6 +6,12 @@ import { loadTable, type TableInputs } from './resolve.ts';
 /** The spec.controller value of the IngressClasses `outrigger gateway` serves by default. */
 export const GATEWAY_CONTROLLER = 'outrigger.dev/gateway';
 
+/** The gateway pods' labels (manifests/gateway/deployment.yaml): what the Gateways' Services select. */
+export const GATEWAY_POD_LABELS: Readonly<Record<string, string>> = {
+  'app.kubernetes.io/name': 'outrigger',
+  'app.kubernetes.io/component': 'gateway',
+};
+
 /**
  * The settings of `outrigger gateway`, each with a flag and an OUTRIGGER_* variable (no pod
  * annotations: the gateway is configured by its Deployment). The data-path settings it shares with
@@ -111,6 +117,22 @@ export const gatewayOptions = {
     default: false,
     describe:
       'also serve Gateway API Gateways and HTTPRoutes of GatewayClasses with this controllerName (needs the standard-channel CRDs)',
+  }),
+  gatewayServices: opt({
+    flag: '--gateway-services <bool>',
+    env: 'OUTRIGGER_GATEWAY_SERVICES',
+    parser: p.bool,
+    default: true,
+    describe:
+      "with --gateway-api: an address per Gateway, a Service in the gateway's namespace whose ClusterIP is the Gateway's status address (needs create and patch on services there)",
+  }),
+  podNamespace: opt<string | undefined>({
+    flag: '--pod-namespace <ns>',
+    env: 'OUTRIGGER_POD_NAMESPACE',
+    parser: p.nonEmpty,
+    default: undefined,
+    describe:
+      "the gateway's own namespace, where the Gateways' Services are made (outrigger install sets it from the pod)",
   }),
   defaultCertificate: opt<string | undefined>({
     flag: '--default-certificate <namespace/name>',

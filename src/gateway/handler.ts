@@ -15,7 +15,7 @@ import type { GatewayHandler } from './listeners.ts';
 import { normalizeHost, type RouteTable } from './table.ts';
 import type { GatewayRouteTable, Selected } from '../routes/table.ts';
 import { httpRouteAction } from '../routes/action.ts';
-import { matchHttpRoute } from './http-route.ts';
+import { matchHttpRoute, type Via } from './http-route.ts';
 
 /**
  * One request through the gateway: Host and path -> an HTTPRoute rule (Gateway API), else an
@@ -29,6 +29,11 @@ export interface HandlerOptions {
   routes: () => GatewayRouteTable;
   /** In [0, 1): draws a backendRef by weight. */
   random: () => number;
+  /**
+   * The Gateway whose own address a pod port serves; undefined for the shared HTTP and HTTPS ports
+   * (every Gateway's routes, then the Ingresses).
+   */
+  via?: (localPort: number | undefined) => Via | undefined;
   /** Whether the routing data (Ingresses, classes, Secrets) is served from last-known-good. */
   tableStale: () => boolean;
   backends: BackendPolicy;
@@ -113,8 +118,17 @@ export class IngressGatewayHandler implements GatewayHandler {
     if (tableStale) hop.setStale(true);
     const scheme = (req.socket as TLSSocket).encrypted ? 'https' : 'http';
     const host = normalizeHost(target.host);
-    const selected = matchHttpRoute(this.#o.routes(), scheme, host, target.path, req);
+    const via = this.#o.via?.(req.socket.localPort);
+    const selected = matchHttpRoute(this.#o.routes(), scheme, host, target.path, req, via);
     if (selected) return this.#routeHttp(req, hop, selected, { scheme, host, path: target.path });
+    // A Gateway's own address serves its routes only: no other Gateway's, no Ingress.
+    if (via) {
+      return {
+        kind: 'error',
+        code: 'no_route',
+        detail: `no route of Gateway ${via.gateway} port ${via.port} matches ${target.host || '(no host)'}${target.path}`,
+      };
+    }
     const route = this.#o.table().lookup(target.host, target.path);
     if (!route) {
       return {

@@ -80,6 +80,18 @@ export class GatewayListeners {
     this.#defaultCert = id;
   }
 
+  /**
+   * Connections accepted elsewhere (a Gateway's own pod port), served as if they came to the HTTP
+   * port or, for https, to the HTTPS port (undefined without one).
+   */
+  accept(): { http: (s: Socket) => void; https?: (s: Socket) => void } {
+    const tls = this.#tls;
+    return {
+      http: (s) => this.#http.emit('connection', s),
+      ...(tls ? { https: (s: Socket) => tls.emit('connection', s) } : {}),
+    };
+  }
+
   async start(): Promise<void> {
     await listenOn(this.#http, this.#o.http.port, this.#o.http.host);
     if (this.#tls && this.#o.https) await listenOn(this.#tls, this.#o.https.port, this.#o.https.host);

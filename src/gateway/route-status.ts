@@ -33,6 +33,11 @@ export interface RouteStatusOptions {
   serviceAbsent: (namespace: string, name: string) => Promise<boolean>;
   /** Written to Gateways' status.addresses. */
   addresses: readonly string[];
+  /**
+   * Each Gateway's own address (gateway-services.ts), written instead of `addresses`; until it is
+   * known, status.addresses is left as it is rather than emptied or pointed at the shared address.
+   */
+  addressOf?: (gateway: string) => string | undefined;
   clock: Clock;
   logger: Logger;
   debounceMs?: number;
@@ -102,11 +107,9 @@ export class RouteStatusWriter extends StatusWrites {
         ...l,
         conditions: this.#timed(l.conditions, listenerConditions(have, l.name), gen),
       }));
+      const addresses = this.#addressesOf(key);
       const want = {
-        addresses: this.#o.addresses.map((value) => ({
-          type: isIP(value) ? 'IPAddress' : 'Hostname',
-          value,
-        })),
+        ...(addresses ? { addresses } : {}),
         conditions: this.#timed(gatewayConditions(listeners), have?.conditions, gen),
         listeners,
       };
@@ -140,6 +143,13 @@ export class RouteStatusWriter extends StatusWrites {
       });
     }
     return written;
+  }
+
+  #addressesOf(gateway: string): { type: string; value: string }[] | undefined {
+    const own = this.#o.addressOf;
+    const values = own ? [own(gateway)].flatMap((a) => (a ? [a] : [])) : this.#o.addresses;
+    if (own && values.length === 0) return undefined;
+    return values.map((value) => ({ type: isIP(value) ? 'IPAddress' : 'Hostname', value }));
   }
 
   async #missingBackend(t: GatewayRouteTable, route: string): Promise<string | undefined> {

@@ -4,13 +4,15 @@ import { errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/log.ts';
 
 /**
- * How the gateway writes status subresources (Ingresses' addresses, Gateway API conditions): a
- * pass runs after a short quiet time (a relist writes once), a change that arrives during a pass
- * is written by one more pass after it, and a resync re-checks everything, which also retries
- * failed writes. A failure is logged once per object and reason; it never affects routing.
+ * How the gateway writes to the API (Ingresses' addresses, Gateway API conditions, the Gateways'
+ * Services): a pass runs after a short quiet time (a relist writes once), a change that arrives
+ * during a pass is written by one more pass after it, and a resync re-checks everything, which
+ * also retries failed writes. A failure is logged once per object and reason; it never affects
+ * routing.
  */
 export interface StatusWritesOptions {
-  api: Required<Pick<KubeApi, 'mergePatch'>>;
+  /** For write(); a writer that only calls attempt() needs none. */
+  api?: Required<Pick<KubeApi, 'mergePatch'>>;
   clock: Clock;
   logger: Logger;
   /** Names what is written in logs ("Ingress status", "Gateway API status"). */
@@ -70,18 +72,28 @@ export abstract class StatusWrites {
 
   /** One merge patch; false when it failed (logged once per object and reason). */
   protected async write(path: string, key: string, patch: unknown): Promise<boolean> {
-    if (this.stopped) return false;
+    const api = this.#o.api;
+    if (!api) return false;
+    return (await this.attempt(key, (signal) => api.mergePatch(path, patch, signal))) !== undefined;
+  }
+
+  /** One write of any kind: its result, or undefined when it failed (logged once per object and reason). */
+  protected async attempt<T>(
+    key: string,
+    call: (signal: AbortSignal) => Promise<T>,
+  ): Promise<{ value: T } | undefined> {
+    if (this.stopped) return undefined;
     try {
-      await this.#o.api.mergePatch(path, patch, this.#stop.signal);
+      const value = await call(this.#stop.signal);
       this.writes++;
       if (this.#failing.delete(key)) this.#o.logger.info(`${this.#o.what} written again`, this.#named(key));
-      return true;
+      return { value };
     } catch (e) {
       const reason = errorMessage(e);
       if (this.#failing.get(key) !== reason)
         this.#o.logger.warn(`${this.#o.what} not written; retrying later`, { ...this.#named(key), reason });
       this.#failing.set(key, reason);
-      return false;
+      return undefined;
     }
   }
 

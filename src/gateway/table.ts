@@ -1,4 +1,4 @@
-import { objectKey, type Backend, type Ingress, type PathType } from './objects.ts';
+import { objectKey, type Backend, type GMeta, type Ingress, type PathType } from './objects.ts';
 
 /**
  * The gateway's routing table, built whole from the selected Ingresses and swapped atomically
@@ -152,7 +152,7 @@ export function normalizeHost(raw: string): string {
 }
 
 /** Creation order, then namespace/name: the order conflicts are settled in (oldest wins). */
-export function byAge(a: Ingress, b: Ingress): number {
+export function byAge(a: { metadata: GMeta }, b: { metadata: GMeta }): number {
   const ta = a.metadata.creationTimestamp ?? '';
   const tb = b.metadata.creationTimestamp ?? '';
   if (ta !== tb) return ta < tb ? -1 : 1;

@@ -30,6 +30,11 @@ export interface KubeApi {
   ): Promise<void>;
   /** A JSON merge patch (the gateway's Ingress status); optional: read-only users never write. */
   mergePatch?(path: string, patch: unknown, signal: AbortSignal): Promise<void>;
+  /**
+   * A server-side apply of an object by a field manager, without force (a field another manager
+   * owns is a conflict, not taken over); resolves with the object the API answered.
+   */
+  apply?(path: string, object: unknown, fieldManager: string, signal: AbortSignal): Promise<unknown>;
 }
 
 /** A failed API call, with the HTTP status when there was one. */

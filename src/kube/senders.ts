@@ -23,6 +23,8 @@ export interface RawResponse {
 export interface SendBody {
   method: 'PATCH';
   data: string;
+  /** The patch's media type (default: a JSON merge patch). */
+  contentType?: string;
 }
 
 export interface Sender {

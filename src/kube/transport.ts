@@ -15,6 +15,7 @@ export interface TransportStats {
 export interface KubeTransport extends KubeApi {
   readonly stats: TransportStats;
   mergePatch(path: string, patch: unknown, signal: AbortSignal): Promise<void>;
+  apply(path: string, object: unknown, fieldManager: string, signal: AbortSignal): Promise<unknown>;
   close(): void;
 }
 
@@ -39,7 +40,7 @@ export function createTransport(conn: KubeConnection, opts: { protocol?: 'h1' | 
     const url = new URL(path, conn.server);
     for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
     const headers: Record<string, string> = { accept: 'application/json', 'user-agent': 'outrigger/0.1' };
-    if (body) headers['content-type'] = 'application/merge-patch+json';
+    if (body) headers['content-type'] = body.contentType ?? 'application/merge-patch+json';
     const auth = conn.authorization();
     if (auth) headers.authorization = auth;
     return sender.send(url, headers, signal, body);
@@ -60,7 +61,8 @@ export function createTransport(conn: KubeConnection, opts: { protocol?: 'h1' | 
       stats.unauthorizedRetries++;
       res = await open(path, query, signal, payload);
     }
-    if (res.status !== 200) {
+    // 201: a server-side apply that created its object.
+    if (res.status !== 200 && res.status !== 201) {
       const body = await readBody(res.body, 4096).catch(() => '');
       throw errorForStatus(res.status, path, statusMessage(body), res.retryAfter);
     }
@@ -128,6 +130,21 @@ export function createTransport(conn: KubeConnection, opts: { protocol?: 'h1' | 
       try {
         const res = await openAuthed(path, {}, signal, { method: 'PATCH', data: JSON.stringify(patch) });
         await readBody(res.body, 1024 * 1024);
+      } catch (e) {
+        throw wrap(e, path);
+      }
+    },
+    async apply(path, object, fieldManager, signal): Promise<unknown> {
+      try {
+        const query = { fieldManager };
+        // JSON is YAML: the apply media type takes it as it is.
+        const data = JSON.stringify(object);
+        const res = await openAuthed(path, query, signal, {
+          method: 'PATCH',
+          data,
+          contentType: 'application/apply-patch+yaml',
+        });
+        return JSON.parse(await readBody(res.body, 1024 * 1024)) as unknown;
       } catch (e) {
         throw wrap(e, path);
       }

@@ -29,7 +29,9 @@ import {
  * (namespaces Same or All; kinds) and hostname intersection.
  *
  * Every HTTP listener is served on the gateway's HTTP port and every HTTPS listener on its HTTPS
- * port; a request is matched against the routes of its scheme. Hosts are tried most specific
+ * port; a request is matched against the routes of its scheme. A request that came to one
+ * Gateway's own address (its Service) is matched against the routes of that Gateway's listeners on
+ * that port only (lookupListener). Hosts are tried most specific
  * first (the exact name, then wildcards from the longest suffix, then routes without hostnames),
  * and within one the matches are ordered as the spec says: Exact path, longest prefix, method,
  * most headers, most query parameters, then the oldest route, then namespace/name, then rule and
@@ -102,7 +104,9 @@ export class GatewayRouteTable {
   /** HTTPS listener hostname ('' for none) -> "namespace/name" of its certificate's Secret. */
   readonly #certificates = new Map<string, string>();
   readonly #certificateRefs = new Set<string>();
-  /** Per scheme and host, the matches already indexed (a route through two listeners is one entry). */
+  /** Per Gateway ("namespace/name") and listener port: hosts and their matches, as #hosts. */
+  readonly #listeners = new Map<string, Map<string, Entry[]>>();
+  /** Per index and host, the matches already indexed (a route through two listeners is one entry). */
   readonly #seen = new Map<string, Set<CompiledMatch>>();
 
   constructor(input: TableInput) {
@@ -115,7 +119,8 @@ export class GatewayRouteTable {
     this.#namespaces = input.namespaces ?? new Map();
     for (const g of this.#gateways.values()) this.#addCertificates(g);
     for (const r of input.routes) this.#addRoute(r);
-    for (const entries of this.#hosts.values()) for (const list of entries.values()) list.sort(byPrecedence);
+    for (const entries of [...this.#hosts.values(), ...this.#listeners.values()])
+      for (const list of entries.values()) list.sort(byPrecedence);
   }
 
   /** Our GatewayClasses by name. */
@@ -162,19 +167,13 @@ export class GatewayRouteTable {
   }
 
   lookup(scheme: Scheme, host: string, req: RequestView): Selected | undefined {
-    const hosts = this.#hosts.get(scheme)!;
-    for (const key of lookupKeys(host)) {
-      const list = hosts.get(key);
-      const hit = list?.find((e) => e.match.test(req));
-      if (hit) {
-        return {
-          rule: hit.rule,
-          listenerPort: hit.listenerPort,
-          ...(hit.match.prefix === undefined ? {} : { prefix: hit.match.prefix }),
-        };
-      }
-    }
-    return undefined;
+    return find(this.#hosts.get(scheme)!, host, req);
+  }
+
+  /** A request that came to one Gateway's address on one of its listener ports. */
+  lookupListener(gateway: string, port: number, host: string, req: RequestView): Selected | undefined {
+    const hosts = this.#listeners.get(`${gateway} ${port}`);
+    return hosts && find(hosts, host, req);
   }
 
   /** The certificate Secret for a TLS server name: the most specific HTTPS listener hostname. */
@@ -299,7 +298,7 @@ export class GatewayRouteTable {
       for (const { listener, hostnames } of attach.listeners) {
         const lkey = `${routeKey(gateway.metadata)}/${listener.name}`;
         this.#attached.set(lkey, (this.#attached.get(lkey) ?? 0) + 1);
-        this.#index(route, compiled.rules, listener, hostnames);
+        this.#index(route, compiled.rules, listener, hostnames, routeKey(gateway.metadata));
       }
     }
     if (statuses.length === 0) return;
@@ -366,24 +365,57 @@ export class GatewayRouteTable {
     return condition('ResolvedRefs', true, 'ResolvedRefs');
   }
 
-  #index(route: HTTPRoute, rules: RuleMatches[], listener: Listener, hostnames: string[]): void {
+  #index(
+    route: HTTPRoute,
+    rules: RuleMatches[],
+    listener: Listener,
+    hostnames: string[],
+    gateway: string,
+  ): void {
     const scheme = SUPPORTED[listener.protocol]!;
-    const hosts = this.#hosts.get(scheme)!;
-    const created = route.metadata.creationTimestamp ?? '';
-    const name = routeKey(route.metadata);
+    const own = `${gateway} ${listener.port}`;
+    let byListener = this.#listeners.get(own);
+    if (!byListener) this.#listeners.set(own, (byListener = new Map<string, Entry[]>()));
+    const order = { created: route.metadata.creationTimestamp ?? '', name: routeKey(route.metadata) };
+    this.#indexInto(this.#hosts.get(scheme)!, scheme, rules, listener.port, hostnames, order);
+    this.#indexInto(byListener, own, rules, listener.port, hostnames, order);
+  }
+
+  #indexInto(
+    hosts: Map<string, Entry[]>,
+    index: string,
+    rules: RuleMatches[],
+    listenerPort: number,
+    hostnames: string[],
+    o: { created: string; name: string },
+  ): void {
     for (const host of hostnames) {
       let list = hosts.get(host);
       if (!list) hosts.set(host, (list = []));
-      const seenKey = `${scheme} ${host}`;
+      const seenKey = `${index} ${host}`;
       let seen = this.#seen.get(seenKey);
       if (!seen) this.#seen.set(seenKey, (seen = new Set()));
       for (const { rule, matches } of rules) {
         for (const [m, match] of matches.entries()) {
           if (seen.has(match)) continue;
           seen.add(match);
-          list.push({ match, rule, listenerPort: listener.port, order: [created, name, rule.index, m] });
+          list.push({ match, rule, listenerPort, order: [o.created, o.name, rule.index, m] });
         }
       }
     }
   }
+}
+
+function find(hosts: ReadonlyMap<string, Entry[]>, host: string, req: RequestView): Selected | undefined {
+  for (const key of lookupKeys(host)) {
+    const hit = hosts.get(key)?.find((e) => e.match.test(req));
+    if (hit) {
+      return {
+        rule: hit.rule,
+        listenerPort: hit.listenerPort,
+        ...(hit.match.prefix === undefined ? {} : { prefix: hit.match.prefix }),
+      };
+    }
+  }
+  return undefined;
 }

@@ -57,6 +57,22 @@ export class FakeKubeApi implements KubeApi {
     return Promise.resolve();
   }
 
+  readonly applied: { path: string; object: unknown; fieldManager: string }[] = [];
+  /** Server-side applies fail with this while set. */
+  applyFault: Error | undefined;
+
+  /**
+   * A server-side apply (the gateway's Services): recorded, and answered with the object and a
+   * ClusterIP of its own per path, as the API assigns one on create and keeps it after.
+   */
+  apply(path: string, object: unknown, fieldManager: string): Promise<unknown> {
+    if (this.applyFault) return Promise.reject(this.applyFault);
+    this.applied.push({ path, object, fieldManager });
+    const paths = [...new Set(this.applied.map((a) => a.path))];
+    const o = object as { spec?: object };
+    return Promise.resolve({ ...o, spec: { ...o.spec, clusterIP: `10.96.1.${paths.indexOf(path) + 1}` } });
+  }
+
   remove(path: string, name: string): void {
     const col = this.collections.get(path);
     const obj = col?.get(name);

@@ -147,7 +147,7 @@ test('install --gateway adds the gateway on the same image, before the webhook c
   assert.ok(!byUrlKinds.includes('Deployment/outrigger-webhook'));
 });
 
-test('install --gateway-api adds the gateway with Gateway API on: its argument, RBAC and GatewayClass', async () => {
+test("install --gateway-api adds the gateway with Gateway API on: its argument, RBAC (the Gateways' Services too) and GatewayClass", async () => {
   const r = await runCli(['install', '--gateway-api']);
   assert.equal(r.status, 0, r.stderr);
   const objs = parseAllDocuments(r.stdout).map((d) => d.toJS() as Obj);
@@ -155,9 +155,18 @@ test('install --gateway-api adds the gateway with Gateway API on: its argument, 
   for (const k of [
     'Deployment/outrigger-gateway',
     'ClusterRole/outrigger-gateway-api',
+    'Role/outrigger-gateway-services',
+    'RoleBinding/outrigger-gateway-services',
     'GatewayClass/outrigger',
   ])
     assert.ok(kinds.includes(k), `${k} in ${kinds.join(', ')}`);
+  // The Gateways' Services: made in the gateway's own namespace only, never deleted.
+  const services = objs.find((o) => o.kind === 'Role' && o.metadata.name === 'outrigger-gateway-services') as
+    (Obj & { rules: { resources: string[]; verbs: string[] }[] }) | undefined;
+  assert.equal(services?.metadata.namespace, 'outrigger-gateway');
+  assert.deepEqual(services?.rules, [
+    { apiGroups: [''], resources: ['services'], verbs: ['get', 'create', 'patch'] },
+  ]);
   const gateway = objs.find(
     (o) => o.kind === 'Deployment' && o.metadata.name === 'outrigger-gateway',
   ) as unknown as {

@@ -343,3 +343,39 @@ test("a 429's Retry-After reaches the error over HTTP/1.1 and HTTP/2; other answ
     h2.close();
   }
 });
+
+test("apply is a server-side apply by a field manager: the API's answer back, a create's 201 too; a conflict's 409 an error", async () => {
+  const seen: { url: string; type: string; body: string }[] = [];
+  const { url, server } = await serve((req, res) => {
+    let b = '';
+    req.on('data', (c: Buffer) => (b += c.toString()));
+    req.on('end', () => {
+      seen.push({ url: req.url ?? '', type: String(req.headers['content-type']), body: b });
+      res.statusCode = req.url?.includes('/taken') ? 409 : 201;
+      res.end(
+        res.statusCode === 201
+          ? JSON.stringify({ spec: { clusterIP: '10.96.0.7' } })
+          : '{"message":"conflict"}',
+      );
+    });
+  });
+  const t = createTransport(conn(url, ['x']).conn);
+  try {
+    const svc = { apiVersion: 'v1', kind: 'Service', metadata: { name: 'a' } };
+    assert.deepEqual(await t.apply('/api/v1/namespaces/gw/services/a', svc, 'outrigger-gateway', signal()), {
+      spec: { clusterIP: '10.96.0.7' },
+    });
+    assert.deepEqual(seen[0], {
+      url: '/api/v1/namespaces/gw/services/a?fieldManager=outrigger-gateway',
+      type: 'application/apply-patch+yaml',
+      body: JSON.stringify(svc),
+    });
+    await assert.rejects(
+      t.apply('/taken', svc, 'outrigger-gateway', signal()),
+      (e: unknown) => e instanceof KubeError && e.status === 409,
+    );
+  } finally {
+    t.close();
+    server.close();
+  }
+});
