@@ -7,6 +7,12 @@ export const CONTROL_PLANE = {
   sidecarRole: 'outrigger-sidecar',
   /** The argument `install --mesh-routes` gives the webhook: injected pods apply mesh routes by default. */
   meshRoutesArg: '--mesh-routes=true',
+  /** manifests/identity, which `install --identity` adds, and the mesh CA it makes. */
+  identity: {
+    deployment: 'outrigger-identity',
+    caSecret: 'outrigger-identity-ca',
+    trustBundle: 'outrigger-trust-bundle',
+  },
   /** manifests/gateway, which `install --gateway` adds. */
   gateway: {
     namespace: 'outrigger-gateway',

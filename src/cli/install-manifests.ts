@@ -28,6 +28,33 @@ const parse = (text: string): unknown[] => parseAllDocuments(text).map((d) => d.
 /** manifests/gateway: what `install --gateway` adds (kubectl apply -k manifests/gateway installs the same). */
 export const gatewayManifests = (): Obj[] => shippedManifests(`${MANIFESTS}gateway/`);
 
+/** manifests/identity: what `install --identity` adds (the issuer's Deployment, Service, RBAC, budget). */
+export const identityManifests = (): Obj[] => shippedManifests(`${MANIFESTS}identity/`);
+
+const IDENTITY_LABELS = { [OWNED_LABEL.key]: OWNED_LABEL.value, 'app.kubernetes.io/component': 'identity' };
+
+/** The mesh CA's Secret, without its data: what uninstall names. */
+export const MESH_CA_SECRET: Obj = {
+  apiVersion: 'v1',
+  kind: 'Secret',
+  metadata: {
+    name: CONTROL_PLANE.identity.caSecret,
+    namespace: CONTROL_PLANE.namespace,
+    labels: IDENTITY_LABELS,
+  },
+};
+
+/** The trust bundle beside it (scripts/gen-mesh-ca writes the same), without its data. */
+export const TRUST_BUNDLE: Obj = {
+  apiVersion: 'v1',
+  kind: 'ConfigMap',
+  metadata: {
+    name: CONTROL_PLANE.identity.trustBundle,
+    namespace: CONTROL_PLANE.namespace,
+    labels: IDENTITY_LABELS,
+  },
+};
+
 /** manifests/gateway/gateway-api.yaml: what `install --gateway-api` adds (RBAC and the GatewayClass). */
 export const gatewayApiManifests = (): Obj[] =>
   parse(readFileSync(`${MANIFESTS}gateway/gateway-api.yaml`, 'utf8')) as Obj[];
