@@ -25,7 +25,9 @@ function row(o: Option): string {
   if (spec) {
     const allowed = spec.parser.allowed.startsWith('one of ') ? ` (${spec.parser.allowed})` : '';
     const annotation = spec.annotation ? `; annotation \`${spec.annotation}\`` : '';
-    return `| ${code(spec.flag)} | ${code(spec.env)} | ${code(defaultText(spec))} | ${cell(spec.describe + allowed + annotation)} |`;
+    // NO_ENV: a command a person runs reads no variable, and the table says so.
+    const variable = spec.env === '' ? 'none' : code(spec.env);
+    return `| ${code(spec.flag)} | ${variable} | ${code(defaultText(spec))} | ${cell(spec.describe + allowed + annotation)} |`;
   }
   const shown =
     o.defaultValue === undefined ? '' : (o.defaultValueDescription ?? JSON.stringify(o.defaultValue));

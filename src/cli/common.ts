@@ -18,7 +18,7 @@ export function defaultKubeconfig(env: Record<string, string | undefined> = proc
   return existsSync(home) ? home : undefined;
 }
 
-export const KUBECONFIG_HELP = 'kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)';
+export { KUBECONFIG_HELP } from '../config/person-options.ts';
 
 /** `--json` and kubectl's `-o json` / `--output json`, which mean the same. */
 export function addOutputOptions(cmd: Command, json = 'machine-readable JSON output'): Command {
@@ -52,7 +52,8 @@ export function optionHelp(
   const allowed = spec.parser.allowed;
   const parts = [
     ...(allowed.startsWith('one of ') || allowed === 'true or false' ? [allowed] : []),
-    `env ${spec.env}`,
+    // A command a person runs reads no variable (NO_ENV): its help names none.
+    ...(spec.env === '' ? [] : [`env ${spec.env}`]),
     ...(spec.annotation ? [`annotation ${spec.annotation}`] : []),
     ...(spec.live ? ['live'] : []),
     // An unset default that the description already explains ("default: the pod's") is not repeated.
@@ -60,7 +61,7 @@ export function optionHelp(
       ? []
       : [`default: ${defaultText(spec)}`]),
   ];
-  return `${spec.describe} (${parts.join('; ')})`;
+  return parts.length === 0 ? spec.describe : `${spec.describe} (${parts.join('; ')})`;
 }
 
 /** A table option's default as --help and docs/cli.md show it: a duration as typed (30s). */

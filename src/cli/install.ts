@@ -1,10 +1,11 @@
-import { Command, Option } from 'commander';
+import { Command } from 'commander';
+import { installOptions, type InstallConfig, type InstallOptionName } from '../config/install-options.ts';
 import { INJECTION_LABEL } from '../config/options.ts';
-import { countOf, duration, nonEmpty, parseValue, url as urlParser } from '../config/parse.ts';
+import { loadTable } from '../config/resolve.ts';
 import { OutriggerError } from '../shared/errors.ts';
-import { KUBECONFIG_HELP, defaultKubeconfig } from './common.ts';
+import { defaultKubeconfig } from './common.ts';
 import { CONTROL_PLANE } from './control-plane.ts';
-import { addRenamedOption } from './option-table.ts';
+import { PERSON_HELP, addTable } from './option-table.ts';
 import type { Obj } from './install-manifests.ts';
 import type { Installed } from './install-state.ts';
 
@@ -19,21 +20,7 @@ import type { Installed } from './install-state.ts';
  * With a kubeconfig it reads the current install first and keeps what it was not asked to
  * change: the certificate and caBundle, a --webhook-url, the image. A re-run is an upgrade.
  */
-export interface InstallFlags {
-  image?: string;
-  namespaces?: string;
-  webhookUrl?: string;
-  inClusterWebhook?: boolean;
-  rotateCertificate?: boolean;
-  gateway?: boolean;
-  gatewayApi?: boolean;
-  gatewayMtls?: boolean;
-  meshRoutes?: boolean;
-  identity?: boolean;
-  /** The lifetime of a newly issued serving certificate, from --cert-ttl (or --cert-days). */
-  certTtlMs: number;
-  kubeconfig?: string;
-}
+export type InstallFlags = InstallConfig;
 
 interface Parsed {
   days: number;
@@ -45,12 +32,9 @@ interface Parsed {
 type Note = (s: string) => void;
 
 async function parseFlags(flags: InstallFlags): Promise<Parsed> {
-  const days = flags.certTtlMs / DAY_MS;
-  const image = flags.image === undefined ? undefined : parseValue(nonEmpty, '--image', flags.image, 'flag');
-  const webhookUrl =
-    flags.webhookUrl === undefined
-      ? undefined
-      : new URL(parseValue(urlParser, '--webhook-url', flags.webhookUrl, 'flag'));
+  const days = flags.certTtl / DAY_MS;
+  const image = flags.image;
+  const webhookUrl = flags.webhookUrl === undefined ? undefined : new URL(flags.webhookUrl);
   if (webhookUrl && webhookUrl.protocol !== 'https:')
     throw new OutriggerError(
       'config_invalid',
@@ -339,65 +323,17 @@ function setClientConfig(config: Obj, caBundle: string, webhookUrl: URL | undefi
 const DAY_MS = 86_400_000;
 
 export function installCommand(): Command {
-  const cmd = new Command('install')
-    .description(
-      'print the control plane (webhook, its certificate, RBAC; the gateway with --gateway, the identity issuer with --identity) for kubectl apply -f -; re-run to upgrade: it keeps the installed certificates, webhook URL, image, gateway and issuer',
-    )
-    .option(
-      '--image <image>',
-      'image of the webhook and of the injected sidecars (default: the installed one, else the one in manifests/)',
-    )
-    .option(
-      '--namespaces <ns,...>',
-      'namespaces to mesh: their ServiceAccounts are bound to the sidecar role, and the label command is printed on stderr (the opted-in ones are always included)',
-    )
-    .addOption(
-      new Option(
-        '--webhook-url <url>',
-        'call a webhook you run yourself at this https:// URL instead of the in-cluster Deployment (default: the installed URL)',
-      ).conflicts('inClusterWebhook'),
-    )
-    .option(
-      '--in-cluster-webhook',
-      'call the in-cluster webhook Deployment, also when the installed configuration calls a URL',
-    )
-    .option(
-      '--gateway',
-      'also the Ingress gateway (manifests/gateway: its namespace, Deployment, Service, IngressClass, RBAC) on the same image; a re-run keeps an installed gateway',
-    )
-    .option(
-      '--gateway-api',
-      'the gateway also serves Gateway API Gateways and HTTPRoutes (implies --gateway; adds its RBAC and the GatewayClass outrigger; the CRDs are yours to install); a re-run keeps it',
-    )
-    .option(
-      '--gateway-mtls',
-      'the gateway is a mesh client: a certificate from outrigger identity, and mutual TLS to meshed pods, so that pods under mtls strict accept it (implies --gateway); a re-run keeps it',
-    )
-    .option(
-      '--mesh-routes',
-      'injected pods apply HTTPRoutes attached to Services (GAMMA) by default: the webhook writes outrigger.dev/mesh-routes: "true" on pods that do not set it; a re-run keeps it',
-    )
-    .option(
-      '--identity',
-      'also the mesh certificate issuer (manifests/identity) and a new mesh CA: a root, whose key is not kept, and an issuing CA in Secret outrigger-identity-ca; a re-run keeps both, and an installed CA of your own (scripts/gen-mesh-ca)',
-    )
-    .option(
-      '--rotate-certificate',
-      'issue a new webhook CA and certificate; without it the installed ones are kept unless they expire within 30 days or do not match the webhook names',
-    )
-    .option('--kubeconfig <path>', KUBECONFIG_HELP)
-    .action(async (flags: Omit<InstallFlags, 'certTtlMs'> & Record<string, unknown>) => {
-      const all = { ...flags, certTtlMs: readCertTtl(flags) };
-      process.stdout.write(
-        await renderInstall(all, (s) => process.stderr.write(`outrigger install: ${s}\n`)),
-      );
-    });
-  const readCertTtl = addRenamedOption(cmd, {
-    flag: '--cert-ttl <duration>',
-    describe: 'lifetime of a newly issued serving certificate (the CA lives 3 times as long)',
-    parser: duration(DAY_MS, 3650 * DAY_MS),
-    default: 365 * DAY_MS,
-    was: { flag: '--cert-days <days>', parser: countOf('d', DAY_MS, 3650 * DAY_MS) },
+  const cmd = new Command('install').description(
+    'print the control plane (webhook, its certificate, RBAC; the gateway with --gateway, the identity issuer with --identity) for kubectl apply -f -; re-run to upgrade: it keeps the installed certificates, webhook URL, image, gateway and issuer',
+  );
+  const read = addTable(cmd, installOptions);
+  cmd.options.find((o) => o.long === '--webhook-url')?.conflicts('inClusterWebhook');
+  cmd.addHelpText('after', PERSON_HELP);
+  return cmd.action(async (opts: Record<string, unknown>) => {
+    // No env: a command a person runs reads no OUTRIGGER_* variable (person-options.ts).
+    const flags = loadTable<InstallOptionName, InstallConfig>(installOptions, read(opts));
+    process.stdout.write(
+      await renderInstall(flags, (s) => process.stderr.write(`outrigger install: ${s}\n`)),
+    );
   });
-  return cmd;
 }

@@ -11,6 +11,12 @@ export const TABLE_HELP =
   '\nPrecedence: flag > OUTRIGGER_* environment variable > default. An invalid value exits with status 2\n' +
   'and names the key, the value and what is allowed.';
 
+/** The same closing words for a command a person runs: its table has no variables (NO_ENV). */
+export const PERSON_HELP =
+  "\nPrecedence: flag > default; no OUTRIGGER_* variable is read but the kubeconfig's (--kubeconfig, then\n" +
+  '$OUTRIGGER_KUBECONFIG, then $KUBECONFIG). An invalid value exits with status 2 and names the key, the\n' +
+  'value and what is allowed.';
+
 const collect = (v: string, prev: string[] | undefined): string[] => [...(prev ?? []), v];
 
 const specs = new WeakMap<Option, HelpSpec>();

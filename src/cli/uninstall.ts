@@ -1,8 +1,15 @@
 import { Command } from 'commander';
 import { INJECTION_LABEL } from '../config/options.ts';
 import { OutriggerError } from '../shared/errors.ts';
-import { KUBECONFIG_HELP, defaultKubeconfig } from './common.ts';
+import {
+  uninstallOptions,
+  type UninstallConfig,
+  type UninstallOptionName,
+} from '../config/install-options.ts';
+import { loadTable } from '../config/resolve.ts';
+import { defaultKubeconfig } from './common.ts';
 import { CONTROL_PLANE } from './control-plane.ts';
+import { PERSON_HELP, addTable } from './option-table.ts';
 import type { Obj } from './install-manifests.ts';
 import type { KubeApi } from './kube-api.ts';
 
@@ -13,10 +20,7 @@ import type { KubeApi } from './kube-api.ts';
  * still labelled are admitted without a sidecar. Never a user's namespace: their injection label
  * is removed by the commands printed on stderr.
  */
-interface UninstallFlags {
-  namespaces?: string;
-  kubeconfig?: string;
-}
+type UninstallFlags = UninstallConfig;
 
 type Note = (s: string) => void;
 
@@ -205,18 +209,15 @@ function tellLabels(labelled: string[], note: Note): void {
 }
 
 export function uninstallCommand(): Command {
-  return new Command('uninstall')
-    .description(
-      'print what install made, webhook configuration first, for kubectl delete -f -; never your namespaces (the commands that remove their injection label go to stderr)',
-    )
-    .option(
-      '--namespaces <ns,...>',
-      'meshed namespaces whose sidecar bindings and label to remove when no cluster is read (with a kubeconfig they are found by their labels)',
-    )
-    .option('--kubeconfig <path>', KUBECONFIG_HELP)
-    .action(async (flags: UninstallFlags) => {
-      process.stdout.write(
-        await renderUninstall(flags, (s) => process.stderr.write(`outrigger uninstall: ${s}\n`)),
-      );
-    });
+  const cmd = new Command('uninstall').description(
+    'print what install made, webhook configuration first, for kubectl delete -f -; never your namespaces (the commands that remove their injection label go to stderr)',
+  );
+  const read = addTable(cmd, uninstallOptions);
+  cmd.addHelpText('after', PERSON_HELP);
+  return cmd.action(async (opts: Record<string, unknown>) => {
+    const flags = loadTable<UninstallOptionName, UninstallConfig>(uninstallOptions, read(opts));
+    process.stdout.write(
+      await renderUninstall(flags, (s) => process.stderr.write(`outrigger uninstall: ${s}\n`)),
+    );
+  });
 }

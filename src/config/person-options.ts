@@ -1,0 +1,39 @@
+import * as p from './parse.ts';
+import type { TableSpec } from './resolve.ts';
+
+/**
+ * The options of the commands a person runs (install, uninstall, ...), on the same tables as the
+ * commands that run in a pod, with one difference: no OUTRIGGER_* variable. A person types flags,
+ * as with kubectl, and a variable left exported in a shell must not change what install prints
+ * (the kubeconfig alone comes from the environment: KUBECONFIG). NO_ENV is how a table row says so.
+ */
+export const NO_ENV = '';
+
+export type PersonSpec<T> = TableSpec<T> & { describe: string };
+
+export const person = <T>(o: Omit<PersonSpec<T>, 'env'>): PersonSpec<T> => ({ ...o, env: NO_ENV });
+
+/** A switch: present is true. */
+export const personSwitch = (flag: string, describe: string): PersonSpec<boolean> =>
+  person({ flag, parser: p.bool, default: false, describe });
+
+export const KUBECONFIG_HELP = 'kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)';
+
+/** --kubeconfig, shared by every command a person runs against a cluster. */
+export const kubeconfigOption = (): PersonSpec<string | undefined> =>
+  person<string | undefined>({
+    flag: '--kubeconfig <path>',
+    parser: p.nonEmpty,
+    default: undefined,
+    describe: KUBECONFIG_HELP,
+  });
+
+/** --namespaces NS[,NS], checked by the command (an RFC 1123 label each; blanks dropped). */
+const namespaceList: p.Parser<string> = { allowed: 'comma-separated namespace names', parse: (raw) => raw };
+export const namespacesOption = (describe: string): PersonSpec<string | undefined> =>
+  person<string | undefined>({
+    flag: '--namespaces <ns,...>',
+    parser: namespaceList,
+    default: undefined,
+    describe,
+  });
