@@ -1,6 +1,6 @@
 import { X509Certificate } from 'node:crypto';
 import { EXPIRY_WARN_MS, fail, pass, warn, type CheckResult } from './check-result.ts';
-import { CONTROL_PLANE } from './control-plane.ts';
+import { CONTROL_PLANE, madeByInstall } from './control-plane.ts';
 import type { KubeApi } from './kube-api.ts';
 
 /**
@@ -28,7 +28,7 @@ export async function identityChecks(api: KubeApi, now: number): Promise<CheckRe
     ];
   const secret = r.body as { metadata?: { labels?: Record<string, string> }; data?: Record<string, string> };
   const pemB64 = secret.data?.['tls.crt'];
-  const advice = rotate(secret.metadata?.labels?.['app.kubernetes.io/name'] === 'outrigger');
+  const advice = rotate(madeByInstall(secret));
   let cert: X509Certificate;
   try {
     cert = new X509Certificate(Buffer.from(pemB64 ?? '', 'base64'));

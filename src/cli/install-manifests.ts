@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { OutriggerError } from '../shared/errors.ts';
-import { CONTROL_PLANE } from './control-plane.ts';
+import { CONTROL_PLANE, OWNED_LABEL } from './control-plane.ts';
 
 /**
  * What `install` prints and `uninstall` takes back: the shipped manifests/ and the objects only
@@ -15,8 +15,7 @@ export type Obj = Record<string, unknown> & {
   metadata: { name: string; namespace?: string; labels?: Record<string, string> };
 };
 
-/** Every object install makes carries this label; uninstall deletes nothing without it. */
-export const OWNED_LABEL = { key: 'app.kubernetes.io/name', value: 'outrigger' } as const;
+export { OWNED_LABEL } from './control-plane.ts';
 
 /** The example binding in manifests/rbac, for the namespace "demo"; install binds the meshed ones instead. */
 export const EXAMPLE_BINDING = `${CONTROL_PLANE.sidecarRole}-demo`;

@@ -1,6 +1,6 @@
 import { INJECTION_LABEL } from '../config/options.ts';
 import { OutriggerError } from '../shared/errors.ts';
-import { CONTROL_PLANE } from './control-plane.ts';
+import { CONTROL_PLANE, madeByInstall } from './control-plane.ts';
 import type { InstalledMeshCa } from './install-mesh-ca.ts';
 import type { KubeApi } from './kube-api.ts';
 
@@ -121,7 +121,7 @@ export async function readInstalled(api: KubeApi, named: string[]): Promise<Inst
     ...(client?.caBundle ? { caBundle: client.caBundle } : {}),
     ...(data ? { secret: data } : {}),
     identity: issuer !== undefined,
-    ...(caData ? { meshCa: { data: caData, owned: isOwned(meshCa) } } : {}),
+    ...(caData ? { meshCa: { data: caData, owned: madeByInstall(meshCa) } } : {}),
     ...imageOf(deployment),
     gateway: gateway !== undefined,
     gatewayApi: hasArg(gateway as Deployment | undefined, CONTROL_PLANE.gateway.gatewayApiArg),
@@ -140,10 +140,6 @@ function secretData(s: SecretObject | undefined): SecretData | undefined {
     ? { 'tls.crt': d['tls.crt'], 'tls.key': d['tls.key'], 'ca.crt': d['ca.crt'] }
     : undefined;
 }
-
-/** Made by install: it carries install's label (install-manifests.ts's OWNED_LABEL, not imported: that pulls in the YAML parser). */
-const isOwned = (s: SecretObject | undefined): boolean =>
-  s?.metadata?.labels?.['app.kubernetes.io/name'] === 'outrigger';
 
 interface Binding {
   roleRef?: { kind?: string; name?: string };

@@ -13,12 +13,14 @@ import type { Installed } from './install-state.ts';
  * `outrigger install`: the control plane as one YAML stream for `kubectl apply -f -`, like
  * `linkerd install`. It is the shipped manifests/ (what `kubectl apply -k` installs) plus what
  * kustomize cannot make: the webhook CA and serving certificate (the TLS Secret and the matching
- * caBundle), the image, and the sidecar RBAC of the meshed namespaces.
+ * caBundle), the image, the sidecar RBAC of the meshed namespaces, and with --identity the mesh CA
+ * (install-mesh-ca.ts).
  *
  * It prints only objects it owns, never a user's namespace, so `kubectl delete -f -` of its output
  * cannot delete an application; the namespaces to opt in are told on stderr as kubectl commands.
  * With a kubeconfig it reads the current install first and keeps what it was not asked to
- * change: the certificate and caBundle, a --webhook-url, the image. A re-run is an upgrade.
+ * change: the certificate and caBundle, a --webhook-url, the image, the gateway, the issuer and
+ * its CA. A re-run is an upgrade.
  */
 export type InstallFlags = InstallConfig;
 

@@ -8,7 +8,7 @@ import {
 } from '../config/install-options.ts';
 import { loadTable } from '../config/resolve.ts';
 import { defaultKubeconfig } from './common.ts';
-import { CONTROL_PLANE } from './control-plane.ts';
+import { CONTROL_PLANE, madeByInstall } from './control-plane.ts';
 import { PERSON_HELP, addTable } from './option-table.ts';
 import type { Obj } from './install-manifests.ts';
 import type { KubeApi } from './kube-api.ts';
@@ -86,14 +86,13 @@ const BINDING_API = 'rbac.authorization.k8s.io/v1';
 
 async function inCluster(api: KubeApi, refs: Ref[], note: Note): Promise<Found> {
   const m = await import('./install-manifests.ts');
-  const owned = (o: Listed): boolean => o.metadata.labels?.[m.OWNED_LABEL.key] === m.OWNED_LABEL.value;
   const present = await Promise.all(
     refs.map(async (r) => {
       const res = await api.call('GET', m.objectPath(r));
       const o = res.body as Listed;
       if (res.status !== 200 || o.metadata.deletionTimestamp) return false;
       // A namespace, or a mesh CA of the user's own (scripts/gen-mesh-ca), of the same name.
-      if (mayBeUsers(r) && !owned(o)) {
+      if (mayBeUsers(r) && !madeByInstall(o)) {
         note(
           `${r.kind} ${r.metadata.namespace ? `${r.metadata.namespace}/` : ''}${r.metadata.name} has no ${m.OWNED_LABEL.key}=${m.OWNED_LABEL.value} label, so install did not make it: not deleting it`,
         );
@@ -106,7 +105,7 @@ async function inCluster(api: KubeApi, refs: Ref[], note: Note): Promise<Found> 
   const toRole = bindings.filter(
     (b) => b.roleRef?.kind === 'ClusterRole' && b.roleRef.name === CONTROL_PLANE.sidecarRole,
   );
-  for (const b of toRole.filter((b) => !owned(b)))
+  for (const b of toRole.filter((b) => !madeByInstall(b)))
     note(
       `ClusterRoleBinding ${b.metadata.name} binds ${CONTROL_PLANE.sidecarRole} but install did not make it (no ${m.OWNED_LABEL.key}=${m.OWNED_LABEL.value} label): delete it yourself with kubectl delete clusterrolebinding ${b.metadata.name}`,
     );
@@ -118,7 +117,7 @@ async function inCluster(api: KubeApi, refs: Ref[], note: Note): Promise<Found> 
   return {
     refs: refs.filter((_, i) => present[i]),
     bindings: toRole
-      .filter((b) => owned(b) && !b.metadata.deletionTimestamp)
+      .filter((b) => madeByInstall(b) && !b.metadata.deletionTimestamp)
       .map((b) => ({
         apiVersion: BINDING_API,
         kind: 'ClusterRoleBinding',
