@@ -37,3 +37,44 @@ export const namespacesOption = (describe: string): PersonSpec<string | undefine
     default: undefined,
     describe,
   });
+
+/** --json and kubectl's -o json / --output json, which mean the same. */
+export const outputOptions = (json = 'machine-readable JSON output') => ({
+  json: personSwitch('--json', json),
+  output: person({
+    flag: '-o, --output <format>',
+    parser: p.oneOf('text', 'json'),
+    default: 'text' as 'text' | 'json',
+    describe: 'output format',
+  }),
+});
+
+export const ADMIN_HELP = 'admin API base URL or HOST:PORT (loopback: run inside the pod, or port-forward)';
+
+/** A sidecar's admin API, for the commands that read one. */
+export const adminOption = (describe: (help: string) => string): PersonSpec<string | undefined> =>
+  person<string | undefined>({
+    flag: '--admin <url>',
+    parser: p.nonEmpty,
+    default: undefined,
+    describe: describe(ADMIN_HELP),
+  });
+
+/** `outrigger check`. */
+export const checkOptions = {
+  kubeconfig: kubeconfigOption(),
+  admin: adminOption(
+    (help) => `also check a running sidecar's discovery and token through its admin API: ${help}`,
+  ),
+  ...outputOptions(),
+};
+export type CheckConfig = { [K in keyof typeof checkOptions]: (typeof checkOptions)[K]['default'] };
+
+/** `outrigger version`. */
+export const versionOptions = {
+  admin: adminOption((help) => `${help}; e.g. 127.0.0.1:7402`),
+  client: personSwitch('--client', 'only this client: no kubeconfig, no API call'),
+  kubeconfig: kubeconfigOption(),
+  ...outputOptions(),
+};
+export type VersionConfig = { [K in keyof typeof versionOptions]: (typeof versionOptions)[K]['default'] };
