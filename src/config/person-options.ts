@@ -44,7 +44,7 @@ export const outputOptions = (json = 'machine-readable JSON output') => ({
   output: person({
     flag: '-o, --output <format>',
     parser: p.oneOf('text', 'json'),
-    default: 'text' as 'text' | 'json',
+    default: 'text',
     describe: 'output format',
   }),
 });
