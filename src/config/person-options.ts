@@ -78,3 +78,39 @@ export const versionOptions = {
   ...outputOptions(),
 };
 export type VersionConfig = { [K in keyof typeof versionOptions]: (typeof versionOptions)[K]['default'] };
+
+export const ADMIN_DEFAULT = 'http://127.0.0.1:7402';
+
+/** `outrigger status`. */
+export const statusOptions = {
+  admin: person({ flag: '--admin <url>', parser: p.nonEmpty, default: ADMIN_DEFAULT, describe: ADMIN_HELP }),
+  namespace: person<string | undefined>({
+    flag: '-n, --namespace <ns>',
+    parser: p.nonEmpty,
+    default: undefined,
+    describe: "the sidecars of this namespace's injected pods, through the API server's pod proxy",
+  }),
+  allNamespaces: personSwitch(
+    '-A, --all-namespaces',
+    'the sidecars of every injected pod, through the API server',
+  ),
+  kubeconfig: { ...kubeconfigOption(), describe: `with -n or -A: ${KUBECONFIG_HELP}` },
+  ...outputOptions('print the raw /debug/discovery JSON (with -n or -A: the rows as JSON)'),
+};
+export type StatusConfig = { [K in keyof typeof statusOptions]: (typeof statusOptions)[K]['default'] };
+
+/** `outrigger demo`: no cluster, so no kubeconfig. */
+export const DEMO_REQUESTS_MAX = 10_000;
+export const demoOptions = {
+  requests: person({
+    flag: '--requests <n>',
+    parser: p.intRange(1, DEMO_REQUESTS_MAX),
+    default: 40,
+    describe: `requests per balanced route, 1 to ${DEMO_REQUESTS_MAX}`,
+  }),
+  keepRunning: personSwitch(
+    '--keep-running',
+    'after the table, keep the backends and the sidecar up for your own requests',
+  ),
+};
+export type DemoConfig = { [K in keyof typeof demoOptions]: (typeof demoOptions)[K]['default'] };
