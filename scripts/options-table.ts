@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import type { Command, Option } from 'commander';
 import { defaultText } from '../src/cli/common.ts';
 import { buildCli } from '../src/cli/index.ts';
-import { renamedTo, specOfOption } from '../src/cli/option-table.ts';
+import { specOfOption } from '../src/cli/option-table.ts';
 
 export const MARKERS = {
   options: ['<!-- options:start -->', '<!-- options:end -->'],
@@ -62,7 +62,6 @@ export function renderRenamesTable(cli = buildCli()): string {
   };
   for (const cmd of cli.commands)
     for (const o of cmd.options) {
-      add(o.long, renamedTo(o) ?? '', cmd.name());
       const spec = specOfOption(o);
       if (spec?.was === undefined) continue;
       add(spec.was.flag?.split(' ')[0], spec.flag.split(' ')[0] ?? spec.flag, cmd.name());

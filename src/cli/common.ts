@@ -1,7 +1,6 @@
 import { accessSync, constants, existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { Option, type Command } from 'commander';
 import type { OptionSpec } from '../config/options.ts';
 import { OutriggerError, errorMessage } from '../shared/errors.ts';
 
@@ -19,15 +18,6 @@ export function defaultKubeconfig(env: Record<string, string | undefined> = proc
 }
 
 export { KUBECONFIG_HELP } from '../config/person-options.ts';
-
-/** `--json` and kubectl's `-o json` / `--output json`, which mean the same. */
-export function addOutputOptions(cmd: Command, json = 'machine-readable JSON output'): Command {
-  return cmd
-    .option('--json', json)
-    .addOption(
-      new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'),
-    );
-}
 
 export const wantsJson = (flags: { json?: boolean; output?: string }): boolean =>
   flags.json === true || flags.output === 'json';

@@ -1,7 +1,6 @@
 import { Option, type Command } from 'commander';
-import type { Parser } from '../config/parse.ts';
-import { flagName, resolveValue, type TableInputs, type TableSpec } from '../config/resolve.ts';
-import { defaultText, optionHelp } from './common.ts';
+import type { TableInputs, TableSpec } from '../config/resolve.ts';
+import { optionHelp } from './common.ts';
 
 type HelpSpec = TableSpec<unknown> & { describe: string; repeatable?: boolean; live?: boolean };
 export type TableFlags<N extends string> = Required<Pick<TableInputs<N>, 'flags' | 'oldFlags'>>;
@@ -22,37 +21,6 @@ const collect = (v: string, prev: string[] | undefined): string[] => [...(prev ?
 const specs = new WeakMap<Option, HelpSpec>();
 /** The table row a command's option was made from, for the generated docs (docs/cli.md). */
 export const specOfOption = (o: Option): HelpSpec | undefined => specs.get(o);
-
-const renamed = new WeakMap<Option, string>();
-/** The new flag a hidden old spelling of a person's command stands for, for the generated docs. */
-export const renamedTo = (o: Option): string | undefined => renamed.get(o);
-
-interface RenamedSpec<T> {
-  flag: string;
-  describe: string;
-  parser: Parser<T>;
-  default: T;
-  was: { flag: string; parser: Parser<T> };
-}
-
-/**
- * A renamed flag of a command a person runs (those take no variables): the old spelling is a
- * hidden option, and the returned reader gives the value under either, warning once about the old.
- */
-export function addRenamedOption<T>(
-  cmd: Command,
-  spec: RenamedSpec<T>,
-): (opts: Record<string, unknown>) => T {
-  const now = new Option(spec.flag, `${spec.describe} (default: ${defaultText(spec)})`);
-  const old = new Option(spec.was.flag).hideHelp();
-  renamed.set(old, flagName(spec));
-  cmd.addOption(now).addOption(old);
-  const raw = (o: Option, opts: Record<string, unknown>): string | undefined => {
-    const v = opts[o.attributeName()];
-    return typeof v === 'string' ? v : undefined;
-  };
-  return (opts) => resolveValue({ ...spec, env: '' }, { flag: raw(now, opts), oldFlag: raw(old, opts) });
-}
 
 /**
  * Adds a table's options to a command, each with its help in the one notation and, hidden from the

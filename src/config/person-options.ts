@@ -114,3 +114,35 @@ export const demoOptions = {
   ),
 };
 export type DemoConfig = { [K in keyof typeof demoOptions]: (typeof demoOptions)[K]['default'] };
+
+/** `outrigger resolve NAME[:PORT]`. */
+export const resolveOptions = {
+  ...outputOptions(),
+  kubeconfig: kubeconfigOption(),
+  namespace: person<string | undefined>({
+    flag: '-n, --namespace <ns>',
+    parser: p.nonEmpty,
+    default: undefined,
+    describe: "namespace for a short name (default: the kubeconfig context's, else default)",
+  }),
+  source: person<ReturnType<typeof p.source.parse> | undefined>({
+    flag: '--source <kube|file:PATH>',
+    parser: p.source,
+    default: undefined,
+    describe: 'resolve from a YAML file instead of the API server (default: kube)',
+  }),
+  clusterDomain: person({
+    flag: '--cluster-domain <domain>',
+    parser: p.nonEmpty,
+    default: 'cluster.local',
+    describe: 'cluster DNS suffix',
+  }),
+  wait: person({
+    flag: '--wait <duration>',
+    parser: p.duration(0, 3_600_000),
+    default: 5_000,
+    describe: 'how long to wait for the first answer',
+    was: { flag: '--wait-ms <ms>', parser: p.countOf('ms', 0, 3_600_000) },
+  }),
+};
+export type ResolveConfig = { [K in keyof typeof resolveOptions]: (typeof resolveOptions)[K]['default'] };

@@ -40,7 +40,7 @@ test('every option of a command that runs in a pod has an OUTRIGGER_* variable, 
 });
 
 test('the commands a person runs take flags only: no OUTRIGGER_* variable, and their help says so', async () => {
-  for (const name of ['install', 'uninstall', 'check', 'version', 'status', 'demo']) {
+  for (const name of ['install', 'uninstall', 'check', 'version', 'status', 'demo', 'resolve']) {
     const cmd = buildCli().commands.find((c) => c.name() === name)!;
     const help = cmd.helpInformation();
     assert.doesNotMatch(help, /env OUTRIGGER_/, name);
