@@ -1,9 +1,8 @@
 import { Command } from 'commander';
 import { OutriggerError, errorMessage } from '../shared/errors.ts';
 import { checkOptions, type CheckConfig } from '../config/person-options.ts';
-import { loadTable } from '../config/resolve.ts';
 import { defaultKubeconfig, wantsJson } from './common.ts';
-import { PERSON_HELP, addTable } from './option-table.ts';
+import { personTable } from './option-table.ts';
 import type { CheckResult, Outcome } from './check-result.ts';
 import type { KubeApi } from './kube-api.ts';
 
@@ -33,10 +32,7 @@ export function checkCommand(): Command {
   const cmd = new Command('check').description(
     'check the installation: API server, webhook configuration and certificate, webhook endpoints, meshed namespaces and their RBAC, pods without their sidecar, strict mTLS without the issuer or trust bundle, the mesh CA expiry, the gateway when installed',
   );
-  const read = addTable(cmd, checkOptions);
-  cmd.addHelpText('after', PERSON_HELP);
-  return cmd.action(async (opts: Record<string, unknown>) => {
-    const flags = loadTable<keyof typeof checkOptions, CheckConfig>(checkOptions, read(opts));
+  return personTable<keyof typeof checkOptions, CheckConfig>(cmd, checkOptions, async (flags) => {
     const kubeconfig = flags.kubeconfig ?? defaultKubeconfig();
     if (!kubeconfig)
       throw new OutriggerError('config_invalid', 'no kubeconfig: pass --kubeconfig PATH or set KUBECONFIG');

@@ -6,10 +6,9 @@ import { Command } from 'commander';
 import type { DataPath } from '../compose/data-path.ts';
 import { loadConfig } from '../config/load.ts';
 import { demoOptions, type DemoConfig } from '../config/person-options.ts';
-import { loadTable } from '../config/resolve.ts';
 import { systemClock } from '../shared/clock.ts';
 import { createLogger } from '../shared/log.ts';
-import { PERSON_HELP, addTable } from './option-table.ts';
+import { personTable } from './option-table.ts';
 
 /**
  * `outrigger demo`: the whole data path on one machine, no cluster. Backends run on the loopback
@@ -306,20 +305,18 @@ export function demoCommand(): Command {
   const cmd = new Command('demo').description(
     'the whole data path on one machine, no cluster: backends, the sidecar on the file source, traffic, a table',
   );
-  const read = addTable(cmd, demoOptions);
-  cmd.addHelpText('after', PERSON_HELP);
-  return cmd.action(async (opts: Record<string, unknown>) => {
-    const { requests, keepRunning } = loadTable<keyof typeof demoOptions, DemoConfig>(
-      demoOptions,
-      read(opts),
-    );
-    const ok = await runDemo({
-      requests,
-      out: (s) => process.stdout.write(s + '\n'),
-      ...(keepRunning ? { keepRunning: untilSignal } : {}),
-    });
-    process.exitCode = ok ? 0 : 1;
-  });
+  return personTable<keyof typeof demoOptions, DemoConfig>(
+    cmd,
+    demoOptions,
+    async ({ requests, keepRunning }) => {
+      const ok = await runDemo({
+        requests,
+        out: (s) => process.stdout.write(s + '\n'),
+        ...(keepRunning ? { keepRunning: untilSignal } : {}),
+      });
+      process.exitCode = ok ? 0 : 1;
+    },
+  );
 }
 
 function untilSignal(): Promise<void> {

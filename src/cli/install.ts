@@ -1,11 +1,10 @@
 import { Command } from 'commander';
 import { installOptions, type InstallConfig, type InstallOptionName } from '../config/install-options.ts';
 import { INJECTION_LABEL } from '../config/options.ts';
-import { loadTable } from '../config/resolve.ts';
 import { OutriggerError } from '../shared/errors.ts';
 import { defaultKubeconfig } from './common.ts';
 import { CONTROL_PLANE } from './control-plane.ts';
-import { PERSON_HELP, addTable } from './option-table.ts';
+import { personTable } from './option-table.ts';
 import type { Obj } from './install-manifests.ts';
 import type { Installed } from './install-state.ts';
 
@@ -328,14 +327,11 @@ export function installCommand(): Command {
   const cmd = new Command('install').description(
     'print the control plane (webhook, its certificate, RBAC; the gateway with --gateway, the identity issuer with --identity) for kubectl apply -f -; re-run to upgrade: it keeps the installed certificates, webhook URL, image, gateway and issuer',
   );
-  const read = addTable(cmd, installOptions);
-  cmd.options.find((o) => o.long === '--webhook-url')?.conflicts('inClusterWebhook');
-  cmd.addHelpText('after', PERSON_HELP);
-  return cmd.action(async (opts: Record<string, unknown>) => {
-    // No env: a command a person runs reads no OUTRIGGER_* variable (person-options.ts).
-    const flags = loadTable<InstallOptionName, InstallConfig>(installOptions, read(opts));
+  personTable<InstallOptionName, InstallConfig>(cmd, installOptions, async (flags) => {
     process.stdout.write(
       await renderInstall(flags, (s) => process.stderr.write(`outrigger install: ${s}\n`)),
     );
   });
+  cmd.options.find((o) => o.long === '--webhook-url')?.conflicts('inClusterWebhook');
+  return cmd;
 }

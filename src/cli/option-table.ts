@@ -1,5 +1,5 @@
 import { Option, type Command } from 'commander';
-import type { TableInputs, TableSpec } from '../config/resolve.ts';
+import { loadTable, type TableInputs, type TableSpec } from '../config/resolve.ts';
 import { optionHelp } from './common.ts';
 
 type HelpSpec = TableSpec<unknown> & { describe: string; repeatable?: boolean; live?: boolean };
@@ -66,4 +66,23 @@ export function addTable<N extends string>(
     }
     return out;
   };
+}
+
+/**
+ * A command a person runs: its table's options, the person's precedence line, and its action
+ * given the table's values and the command's arguments. No environment is passed to the loader:
+ * these commands read no OUTRIGGER_* variable (src/config/person-options.ts).
+ */
+export function personTable<N extends string, C>(
+  cmd: Command,
+  table: Record<N, HelpSpec>,
+  run: (flags: C, args: string[]) => Promise<void> | void,
+): Command {
+  const read = addTable(cmd, table);
+  cmd.addHelpText('after', PERSON_HELP);
+  return cmd.action((...a: unknown[]) => {
+    // commander calls action(...arguments, options, command).
+    const opts = a[a.length - 2] as Record<string, unknown>;
+    return run(loadTable<N, C>(table, read(opts)), a.slice(0, -2) as string[]);
+  });
 }

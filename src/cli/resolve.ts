@@ -1,13 +1,12 @@
 import { Command } from 'commander';
 import { resolveOptions, type ResolveConfig } from '../config/person-options.ts';
-import { loadTable } from '../config/resolve.ts';
 import type { Endpoint, Resolution, ServiceInfo, ServicePort } from '../discovery/types.ts';
 import { parseServiceName } from '../routing/authority.ts';
 import { systemClock, systemRandom } from '../shared/clock.ts';
 import { OutriggerError } from '../shared/errors.ts';
 import { createLogger } from '../shared/log.ts';
 import { defaultKubeconfig, requireReadableFile, wantsJson } from './common.ts';
-import { PERSON_HELP, addTable } from './option-table.ts';
+import { personTable } from './option-table.ts';
 
 type ResolveFlags = ResolveConfig;
 
@@ -158,9 +157,7 @@ export function resolveCommand(): Command {
       '<name[:port]>',
       'svc, svc.ns, svc.ns.svc or svc.ns.svc.cluster.local; PORT is a number or port name',
     );
-  const read = addTable(cmd, resolveOptions);
-  cmd.addHelpText('after', PERSON_HELP);
-  return cmd.action((target: string, opts: Record<string, unknown>) =>
-    run(target, loadTable<keyof typeof resolveOptions, ResolveConfig>(resolveOptions, read(opts))),
+  return personTable<keyof typeof resolveOptions, ResolveConfig>(cmd, resolveOptions, (flags, [target]) =>
+    run(target ?? '', flags),
   );
 }

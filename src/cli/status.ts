@@ -1,10 +1,9 @@
 import { Command } from 'commander';
 import { OutriggerError } from '../shared/errors.ts';
 import { statusOptions, type StatusConfig } from '../config/person-options.ts';
-import { loadTable } from '../config/resolve.ts';
 import { adminBase, adminGet } from './admin-url.ts';
 import { defaultKubeconfig, formatTable, wantsJson } from './common.ts';
-import { PERSON_HELP, addTable } from './option-table.ts';
+import { personTable } from './option-table.ts';
 
 /**
  * `outrigger status [--admin URL]`: reads a running sidecar's admin API (/readyz and
@@ -111,10 +110,7 @@ export function statusCommand(): Command {
   const cmd = new Command('status').description(
     "print a running sidecar's discovery state from its admin API, or with -n/-A every injected pod's sidecar through the API server; exit 1 when one is not ready",
   );
-  const read = addTable(cmd, statusOptions);
-  cmd.addHelpText('after', PERSON_HELP);
-  return cmd.action(async (opts: Record<string, unknown>) => {
-    const flags = loadTable<keyof typeof statusOptions, StatusConfig>(statusOptions, read(opts));
+  return personTable<keyof typeof statusOptions, StatusConfig>(cmd, statusOptions, async (flags) => {
     if (flags.namespace !== undefined || flags.allNamespaces) return fleetStatus(flags);
     const base = adminBase(flags.admin);
     const ready = await adminGet(base, '/readyz', 'json');

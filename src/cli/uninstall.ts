@@ -6,10 +6,9 @@ import {
   type UninstallConfig,
   type UninstallOptionName,
 } from '../config/install-options.ts';
-import { loadTable } from '../config/resolve.ts';
 import { defaultKubeconfig } from './common.ts';
 import { CONTROL_PLANE, madeByInstall } from './control-plane.ts';
-import { PERSON_HELP, addTable } from './option-table.ts';
+import { personTable } from './option-table.ts';
 import type { Obj } from './install-manifests.ts';
 import type { KubeApi } from './kube-api.ts';
 
@@ -211,10 +210,7 @@ export function uninstallCommand(): Command {
   const cmd = new Command('uninstall').description(
     'print what install made, webhook configuration first, for kubectl delete -f -; never your namespaces (the commands that remove their injection label go to stderr)',
   );
-  const read = addTable(cmd, uninstallOptions);
-  cmd.addHelpText('after', PERSON_HELP);
-  return cmd.action(async (opts: Record<string, unknown>) => {
-    const flags = loadTable<UninstallOptionName, UninstallConfig>(uninstallOptions, read(opts));
+  return personTable<UninstallOptionName, UninstallConfig>(cmd, uninstallOptions, async (flags) => {
     process.stdout.write(
       await renderUninstall(flags, (s) => process.stderr.write(`outrigger uninstall: ${s}\n`)),
     );

@@ -2,10 +2,9 @@ import { Command } from 'commander';
 import { OutriggerError } from '../shared/errors.ts';
 import { outriggerVersion } from '../shared/version.ts';
 import { versionOptions, type VersionConfig } from '../config/person-options.ts';
-import { loadTable } from '../config/resolve.ts';
 import { adminBase, adminGet } from './admin-url.ts';
 import { defaultKubeconfig, wantsJson } from './common.ts';
-import { PERSON_HELP, addTable } from './option-table.ts';
+import { personTable } from './option-table.ts';
 
 /**
  * `outrigger version [--admin URL]`: this client's version and, given a sidecar's admin URL, the
@@ -30,10 +29,7 @@ export function versionCommand(): Command {
   const cmd = new Command('version').description(
     "print this client's version, the cluster's (API server and Outrigger's control plane) when a kubeconfig is found, and a running sidecar's with --admin",
   );
-  const read = addTable(cmd, versionOptions);
-  cmd.addHelpText('after', PERSON_HELP);
-  return cmd.action(async (opts: Record<string, unknown>) => {
-    const flags = loadTable<keyof typeof versionOptions, VersionConfig>(versionOptions, read(opts));
+  return personTable<keyof typeof versionOptions, VersionConfig>(cmd, versionOptions, async (flags) => {
     const v: Versions = { client: { version: outriggerVersion, node: process.version } };
     if (flags.admin !== undefined) v.sidecar = await readSidecarVersion(adminBase(flags.admin));
     const json = wantsJson(flags);
