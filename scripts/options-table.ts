@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import type { Command, Option } from 'commander';
 import { defaultText } from '../src/cli/common.ts';
 import { buildCli } from '../src/cli/index.ts';
-import { renamedTo, specOfOption } from '../src/cli/option-table.ts';
+import { specOfOption } from '../src/cli/option-table.ts';
 
 export const MARKERS = {
   options: ['<!-- options:start -->', '<!-- options:end -->'],
@@ -25,7 +25,9 @@ function row(o: Option): string {
   if (spec) {
     const allowed = spec.parser.allowed.startsWith('one of ') ? ` (${spec.parser.allowed})` : '';
     const annotation = spec.annotation ? `; annotation \`${spec.annotation}\`` : '';
-    return `| ${code(spec.flag)} | ${code(spec.env)} | ${code(defaultText(spec))} | ${cell(spec.describe + allowed + annotation)} |`;
+    // NO_ENV: a command a person runs reads no variable, and the table says so.
+    const variable = spec.env === '' ? 'none' : code(spec.env);
+    return `| ${code(spec.flag)} | ${variable} | ${code(defaultText(spec))} | ${cell(spec.describe + allowed + annotation)} |`;
   }
   const shown =
     o.defaultValue === undefined ? '' : (o.defaultValueDescription ?? JSON.stringify(o.defaultValue));
@@ -60,7 +62,6 @@ export function renderRenamesTable(cli = buildCli()): string {
   };
   for (const cmd of cli.commands)
     for (const o of cmd.options) {
-      add(o.long, renamedTo(o) ?? '', cmd.name());
       const spec = specOfOption(o);
       if (spec?.was === undefined) continue;
       add(spec.was.flag?.split(' ')[0], spec.flag.split(' ')[0] ?? spec.flag, cmd.name());

@@ -4,8 +4,7 @@ import { OutriggerError, errorMessage } from '../shared/errors.ts';
  * Talking to a sidecar's admin listener from the CLI (`status`, `version`). --admin takes a URL
  * or a bare HOST:PORT, as `kubectl port-forward` prints it.
  */
-export const ADMIN_HELP = 'admin API base URL or HOST:PORT (loopback: run inside the pod, or port-forward)';
-export const ADMIN_DEFAULT = 'http://127.0.0.1:7402';
+export { ADMIN_DEFAULT, ADMIN_HELP } from '../config/person-options.ts';
 
 export function adminBase(raw: string): URL {
   const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(raw) ? raw : `http://${raw}`;

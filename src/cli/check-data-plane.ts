@@ -133,7 +133,7 @@ async function strictNeeds(
       fail(
         check,
         `${who}, but the identity issuer ${CONTROL_PLANE.namespace}/${ISSUER} has no available replica: they get no certificate and stay unready`,
-        `kubectl apply -k manifests/identity, then kubectl -n ${CONTROL_PLANE.namespace} get pods -l app.kubernetes.io/component=identity`,
+        `outrigger install --identity | kubectl apply -f - (it keeps the rest of the install), then kubectl -n ${CONTROL_PLANE.namespace} get pods -l app.kubernetes.io/component=identity`,
       ),
     );
   const bundle = await api.call(
@@ -145,7 +145,7 @@ async function strictNeeds(
       fail(
         check,
         `${who}, but ConfigMap ${TRUST_BUNDLE_CONFIGMAP} is missing (${bundle.status}): new pods stay in ContainerCreating`,
-        `the issuer writes it into every opted-in namespace: start the issuer (kubectl apply -k manifests/identity)`,
+        `the issuer writes it into every opted-in namespace: start the issuer (outrigger install --identity | kubectl apply -f -)`,
       ),
     );
   return out.length > 0

@@ -1,7 +1,8 @@
 import { Command } from 'commander';
 import { OutriggerError, errorMessage } from '../shared/errors.ts';
-import { ADMIN_HELP } from './admin-url.ts';
-import { KUBECONFIG_HELP, addOutputOptions, defaultKubeconfig, wantsJson } from './common.ts';
+import { checkOptions, type CheckConfig } from '../config/person-options.ts';
+import { defaultKubeconfig, wantsJson } from './common.ts';
+import { personTable } from './option-table.ts';
 import type { CheckResult, Outcome } from './check-result.ts';
 import type { KubeApi } from './kube-api.ts';
 
@@ -10,13 +11,6 @@ import type { KubeApi } from './kube-api.ts';
  * passes, warns or fails, and every failure says what to do. Exit 1 when any check fails.
  * The checks themselves live in check-steps.ts.
  */
-interface CheckFlags {
-  kubeconfig?: string;
-  admin?: string;
-  json?: boolean;
-  output?: string;
-}
-
 const MARK: Record<Outcome, string> = { pass: '[ok]  ', warn: '[warn]', fail: '[FAIL]' };
 
 export function formatChecks(results: CheckResult[]): string {
@@ -35,16 +29,10 @@ export function formatChecks(results: CheckResult[]): string {
 }
 
 export function checkCommand(): Command {
-  const cmd = new Command('check')
-    .description(
-      'check the installation: API server, webhook configuration and certificate, webhook endpoints, meshed namespaces and their RBAC, pods without their sidecar, strict mTLS without the issuer or trust bundle, the mesh CA expiry, the gateway when installed',
-    )
-    .option('--kubeconfig <path>', KUBECONFIG_HELP)
-    .option(
-      '--admin <url>',
-      `also check a running sidecar's discovery and token through its admin API: ${ADMIN_HELP}`,
-    );
-  return addOutputOptions(cmd).action(async (flags: CheckFlags) => {
+  const cmd = new Command('check').description(
+    'check the installation: API server, webhook configuration and certificate, webhook endpoints, meshed namespaces and their RBAC, pods without their sidecar, strict mTLS without the issuer or trust bundle, the mesh CA expiry, the gateway when installed',
+  );
+  return personTable<keyof typeof checkOptions, CheckConfig>(cmd, checkOptions, async (flags) => {
     const kubeconfig = flags.kubeconfig ?? defaultKubeconfig();
     if (!kubeconfig)
       throw new OutriggerError('config_invalid', 'no kubeconfig: pass --kubeconfig PATH or set KUBECONFIG');

@@ -1,7 +1,6 @@
 import { accessSync, constants, existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { Option, type Command } from 'commander';
 import type { OptionSpec } from '../config/options.ts';
 import { OutriggerError, errorMessage } from '../shared/errors.ts';
 
@@ -18,16 +17,7 @@ export function defaultKubeconfig(env: Record<string, string | undefined> = proc
   return existsSync(home) ? home : undefined;
 }
 
-export const KUBECONFIG_HELP = 'kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)';
-
-/** `--json` and kubectl's `-o json` / `--output json`, which mean the same. */
-export function addOutputOptions(cmd: Command, json = 'machine-readable JSON output'): Command {
-  return cmd
-    .option('--json', json)
-    .addOption(
-      new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'),
-    );
-}
+export { KUBECONFIG_HELP } from '../config/person-options.ts';
 
 export const wantsJson = (flags: { json?: boolean; output?: string }): boolean =>
   flags.json === true || flags.output === 'json';
@@ -52,7 +42,8 @@ export function optionHelp(
   const allowed = spec.parser.allowed;
   const parts = [
     ...(allowed.startsWith('one of ') || allowed === 'true or false' ? [allowed] : []),
-    `env ${spec.env}`,
+    // A command a person runs reads no variable (NO_ENV): its help names none.
+    ...(spec.env === '' ? [] : [`env ${spec.env}`]),
     ...(spec.annotation ? [`annotation ${spec.annotation}`] : []),
     ...(spec.live ? ['live'] : []),
     // An unset default that the description already explains ("default: the pod's") is not repeated.
@@ -60,7 +51,7 @@ export function optionHelp(
       ? []
       : [`default: ${defaultText(spec)}`]),
   ];
-  return `${spec.describe} (${parts.join('; ')})`;
+  return parts.length === 0 ? spec.describe : `${spec.describe} (${parts.join('; ')})`;
 }
 
 /** A table option's default as --help and docs/cli.md show it: a duration as typed (30s). */

@@ -5,9 +5,10 @@ import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 import type { DataPath } from '../compose/data-path.ts';
 import { loadConfig } from '../config/load.ts';
-import { intRange, parseValue } from '../config/parse.ts';
+import { demoOptions, type DemoConfig } from '../config/person-options.ts';
 import { systemClock } from '../shared/clock.ts';
 import { createLogger } from '../shared/log.ts';
+import { personTable } from './option-table.ts';
 
 /**
  * `outrigger demo`: the whole data path on one machine, no cluster. Backends run on the loopback
@@ -300,24 +301,22 @@ function tryItLines(egress: number, admin: number): string[] {
   ];
 }
 
-const REQUESTS_MAX = 10_000;
-
 export function demoCommand(): Command {
-  return new Command('demo')
-    .description(
-      'the whole data path on one machine, no cluster: backends, the sidecar on the file source, traffic, a table',
-    )
-    .option('--requests <n>', `requests per balanced route, 1 to ${REQUESTS_MAX}`, '40')
-    .option('--keep-running', 'after the table, keep the backends and the sidecar up for your own requests')
-    .action(async (flags: { requests: string; keepRunning?: boolean }) => {
-      const requests = parseValue(intRange(1, REQUESTS_MAX), '--requests', flags.requests, 'flag');
+  const cmd = new Command('demo').description(
+    'the whole data path on one machine, no cluster: backends, the sidecar on the file source, traffic, a table',
+  );
+  return personTable<keyof typeof demoOptions, DemoConfig>(
+    cmd,
+    demoOptions,
+    async ({ requests, keepRunning }) => {
       const ok = await runDemo({
         requests,
         out: (s) => process.stdout.write(s + '\n'),
-        ...(flags.keepRunning ? { keepRunning: untilSignal } : {}),
+        ...(keepRunning ? { keepRunning: untilSignal } : {}),
       });
       process.exitCode = ok ? 0 : 1;
-    });
+    },
+  );
 }
 
 function untilSignal(): Promise<void> {

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { OutriggerError } from '../shared/errors.ts';
-import { CONTROL_PLANE } from './control-plane.ts';
+import { CONTROL_PLANE, OWNED_LABEL } from './control-plane.ts';
 
 /**
  * What `install` prints and `uninstall` takes back: the shipped manifests/ and the objects only
@@ -15,8 +15,7 @@ export type Obj = Record<string, unknown> & {
   metadata: { name: string; namespace?: string; labels?: Record<string, string> };
 };
 
-/** Every object install makes carries this label; uninstall deletes nothing without it. */
-export const OWNED_LABEL = { key: 'app.kubernetes.io/name', value: 'outrigger' } as const;
+export { OWNED_LABEL } from './control-plane.ts';
 
 /** The example binding in manifests/rbac, for the namespace "demo"; install binds the meshed ones instead. */
 export const EXAMPLE_BINDING = `${CONTROL_PLANE.sidecarRole}-demo`;
@@ -27,6 +26,33 @@ const parse = (text: string): unknown[] => parseAllDocuments(text).map((d) => d.
 
 /** manifests/gateway: what `install --gateway` adds (kubectl apply -k manifests/gateway installs the same). */
 export const gatewayManifests = (): Obj[] => shippedManifests(`${MANIFESTS}gateway/`);
+
+/** manifests/identity: what `install --identity` adds (the issuer's Deployment, Service, RBAC, budget). */
+export const identityManifests = (): Obj[] => shippedManifests(`${MANIFESTS}identity/`);
+
+const IDENTITY_LABELS = { [OWNED_LABEL.key]: OWNED_LABEL.value, 'app.kubernetes.io/component': 'identity' };
+
+/** The mesh CA's Secret, without its data: what uninstall names. */
+export const MESH_CA_SECRET: Obj = {
+  apiVersion: 'v1',
+  kind: 'Secret',
+  metadata: {
+    name: CONTROL_PLANE.identity.caSecret,
+    namespace: CONTROL_PLANE.namespace,
+    labels: IDENTITY_LABELS,
+  },
+};
+
+/** The trust bundle beside it (scripts/gen-mesh-ca writes the same), without its data. */
+export const TRUST_BUNDLE: Obj = {
+  apiVersion: 'v1',
+  kind: 'ConfigMap',
+  metadata: {
+    name: CONTROL_PLANE.identity.trustBundle,
+    namespace: CONTROL_PLANE.namespace,
+    labels: IDENTITY_LABELS,
+  },
+};
 
 /** manifests/gateway/gateway-api.yaml: what `install --gateway-api` adds (RBAC and the GatewayClass). */
 export const gatewayApiManifests = (): Obj[] =>

@@ -1,6 +1,7 @@
 import { INJECTION_LABEL } from '../config/options.ts';
 import { OutriggerError } from '../shared/errors.ts';
-import { CONTROL_PLANE } from './control-plane.ts';
+import { CONTROL_PLANE, madeByInstall } from './control-plane.ts';
+import type { InstalledMeshCa } from './install-mesh-ca.ts';
 import type { KubeApi } from './kube-api.ts';
 
 /**
@@ -30,6 +31,10 @@ export interface Installed {
   gatewayApi: boolean;
   /** Its Deployment is a mesh client (--mtls=on in its args). */
   gatewayMtls: boolean;
+  /** The identity issuer (manifests/identity) is installed: its Deployment exists. */
+  identity: boolean;
+  /** Secret outrigger-identity-ca, the issuer's CA, made by install or brought by the user. */
+  meshCa?: InstalledMeshCa;
   /** The webhook injects pods with mesh routes on by default (--mesh-routes=true in its args). */
   meshRoutes: boolean;
   optedIn: string[];
@@ -60,9 +65,11 @@ interface Deployment {
   spec?: { template?: { spec?: { containers?: { name: string; image?: string; args?: string[] }[] } } };
 }
 
+type SecretObject = { metadata?: { labels?: Record<string, string> }; data?: Partial<SecretData> };
+
 export async function readInstalled(api: KubeApi, named: string[]): Promise<Installed> {
-  const { namespace, tlsSecret, service, webhookConfiguration } = CONTROL_PLANE;
-  const [config, secret, deployment, gateway, optedIn, bindings] = await Promise.all([
+  const { namespace, tlsSecret, service, webhookConfiguration, identity } = CONTROL_PLANE;
+  const [config, secret, deployment, gateway, optedIn, bindings, issuer, meshCa] = await Promise.all([
     read(
       api,
       `/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${webhookConfiguration}`,
@@ -72,7 +79,7 @@ export async function readInstalled(api: KubeApi, named: string[]): Promise<Inst
       api,
       `/api/v1/namespaces/${namespace}/secrets/${tlsSecret}`,
       `Secret ${namespace}/${tlsSecret}`,
-    ) as Promise<{ data?: Partial<SecretData> } | undefined>,
+    ) as Promise<SecretObject | undefined>,
     read(
       api,
       `/apis/apps/v1/namespaces/${namespace}/deployments/${service}`,
@@ -93,17 +100,28 @@ export async function readInstalled(api: KubeApi, named: string[]): Promise<Inst
       `/apis/rbac.authorization.k8s.io/v1/clusterrolebindings?labelSelector=${encodeURIComponent('app.kubernetes.io/name=outrigger')}`,
       'the ClusterRoleBindings',
     ) as Promise<{ items?: Binding[] } | undefined>,
+    read(
+      api,
+      `/apis/apps/v1/namespaces/${namespace}/deployments/${identity.deployment}`,
+      `Deployment ${namespace}/${identity.deployment}`,
+    ),
+    read(
+      api,
+      `/api/v1/namespaces/${namespace}/secrets/${identity.caSecret}`,
+      `Secret ${namespace}/${identity.caSecret}`,
+    ) as Promise<SecretObject | undefined>,
   ]);
   const client = config?.webhooks?.[0]?.clientConfig;
-  const data = secret?.data;
+  const data = secretData(secret);
+  const caData = secretData(meshCa);
   const states = await Promise.all(named.map((ns) => namespaceState(api, ns)));
   return {
     ...(client?.url ? { webhookUrl: new URL(new URL(client.url).origin) } : {}),
     inCluster: client?.service !== undefined,
     ...(client?.caBundle ? { caBundle: client.caBundle } : {}),
-    ...(data?.['tls.crt'] && data['tls.key']
-      ? { secret: { 'tls.crt': data['tls.crt'], 'tls.key': data['tls.key'], 'ca.crt': data['ca.crt'] } }
-      : {}),
+    ...(data ? { secret: data } : {}),
+    identity: issuer !== undefined,
+    ...(caData ? { meshCa: { data: caData, owned: madeByInstall(meshCa) } } : {}),
     ...imageOf(deployment),
     gateway: gateway !== undefined,
     gatewayApi: hasArg(gateway as Deployment | undefined, CONTROL_PLANE.gateway.gatewayApiArg),
@@ -113,6 +131,14 @@ export async function readInstalled(api: KubeApi, named: string[]): Promise<Inst
     bound: boundNamespaces(bindings?.items ?? []),
     named: new Map(named.map((ns, i) => [ns, states[i] ?? 'missing'])),
   };
+}
+
+/** A Secret's certificate and key; undefined unless it has both. */
+function secretData(s: SecretObject | undefined): SecretData | undefined {
+  const d = s?.data;
+  return d?.['tls.crt'] && d['tls.key']
+    ? { 'tls.crt': d['tls.crt'], 'tls.key': d['tls.key'], 'ca.crt': d['ca.crt'] }
+    : undefined;
 }
 
 interface Binding {

@@ -1,10 +1,10 @@
-import { Command, Option } from 'commander';
+import { Command } from 'commander';
+import { installOptions, type InstallConfig, type InstallOptionName } from '../config/install-options.ts';
 import { INJECTION_LABEL } from '../config/options.ts';
-import { countOf, duration, nonEmpty, parseValue, url as urlParser } from '../config/parse.ts';
 import { OutriggerError } from '../shared/errors.ts';
-import { KUBECONFIG_HELP, defaultKubeconfig } from './common.ts';
+import { defaultKubeconfig } from './common.ts';
 import { CONTROL_PLANE } from './control-plane.ts';
-import { addRenamedOption } from './option-table.ts';
+import { personTable } from './option-table.ts';
 import type { Obj } from './install-manifests.ts';
 import type { Installed } from './install-state.ts';
 
@@ -12,27 +12,16 @@ import type { Installed } from './install-state.ts';
  * `outrigger install`: the control plane as one YAML stream for `kubectl apply -f -`, like
  * `linkerd install`. It is the shipped manifests/ (what `kubectl apply -k` installs) plus what
  * kustomize cannot make: the webhook CA and serving certificate (the TLS Secret and the matching
- * caBundle), the image, and the sidecar RBAC of the meshed namespaces.
+ * caBundle), the image, the sidecar RBAC of the meshed namespaces, and with --identity the mesh CA
+ * (install-mesh-ca.ts).
  *
  * It prints only objects it owns, never a user's namespace, so `kubectl delete -f -` of its output
  * cannot delete an application; the namespaces to opt in are told on stderr as kubectl commands.
  * With a kubeconfig it reads the current install first and keeps what it was not asked to
- * change: the certificate and caBundle, a --webhook-url, the image. A re-run is an upgrade.
+ * change: the certificate and caBundle, a --webhook-url, the image, the gateway, the issuer and
+ * its CA. A re-run is an upgrade.
  */
-export interface InstallFlags {
-  image?: string;
-  namespaces?: string;
-  webhookUrl?: string;
-  inClusterWebhook?: boolean;
-  rotateCertificate?: boolean;
-  gateway?: boolean;
-  gatewayApi?: boolean;
-  gatewayMtls?: boolean;
-  meshRoutes?: boolean;
-  /** The lifetime of a newly issued serving certificate, from --cert-ttl (or --cert-days). */
-  certTtlMs: number;
-  kubeconfig?: string;
-}
+export type InstallFlags = InstallConfig;
 
 interface Parsed {
   days: number;
@@ -44,12 +33,9 @@ interface Parsed {
 type Note = (s: string) => void;
 
 async function parseFlags(flags: InstallFlags): Promise<Parsed> {
-  const days = flags.certTtlMs / DAY_MS;
-  const image = flags.image === undefined ? undefined : parseValue(nonEmpty, '--image', flags.image, 'flag');
-  const webhookUrl =
-    flags.webhookUrl === undefined
-      ? undefined
-      : new URL(parseValue(urlParser, '--webhook-url', flags.webhookUrl, 'flag'));
+  const days = flags.certTtl / DAY_MS;
+  const image = flags.image;
+  const webhookUrl = flags.webhookUrl === undefined ? undefined : new URL(flags.webhookUrl);
   if (webhookUrl && webhookUrl.protocol !== 'https:')
     throw new OutriggerError(
       'config_invalid',
@@ -184,11 +170,12 @@ export async function renderInstall(flags: InstallFlags, note: Note, now = Date.
     note(
       'the gateway serves Gateway API: it needs the standard-channel CRDs of sigs.k8s.io/gateway-api v1.6 (kubectl apply --server-side -f standard-install.yaml from its release) before this output is applied',
     );
+  const identity = await identityPart(flags, installed, now, note);
   const gatewayMtls = flags.gatewayMtls === true || installed?.gatewayMtls === true;
   if (installed?.gatewayMtls && !flags.gatewayMtls) note('keeping mutual TLS on the installed gateway');
   if (gatewayMtls)
     note(
-      'the gateway is a mesh client: its certificate comes from outrigger identity (kubectl apply -k manifests/identity), and it is not ready until it holds one',
+      `the gateway is a mesh client: its certificate comes from outrigger identity${identity.installed ? '' : ' (install --identity adds it)'}, and it is not ready until it holds one`,
     );
   const meshRoutes = flags.meshRoutes === true || installed?.meshRoutes === true;
   if (installed?.meshRoutes && !flags.meshRoutes) note('keeping mesh routes on by default for injected pods');
@@ -200,17 +187,20 @@ export async function renderInstall(flags: InstallFlags, note: Note, now = Date.
     );
   const gateway =
     flags.gateway || installed?.gateway || gatewayApi || gatewayMtls ? m.gatewayManifests() : [];
-  const out = assemble([...shipped, ...gateway, ...(gatewayApi ? m.gatewayApiManifests() : [])], {
-    gatewayApi,
-    gatewayMtls,
-    meshRoutes,
-    secret: { ...m.TLS_SECRET, type: 'kubernetes.io/tls', data: tls.data },
-    bindings: namespaces.map(m.sidecarBinding),
-    example: m.EXAMPLE_BINDING,
-    caBundle: tls.caBundle,
-    webhookUrl,
-    image,
-  });
+  const out = assemble(
+    [...shipped, ...identity.objects, ...gateway, ...(gatewayApi ? m.gatewayApiManifests() : [])],
+    {
+      gatewayApi,
+      gatewayMtls,
+      meshRoutes,
+      secrets: [{ ...m.TLS_SECRET, type: 'kubernetes.io/tls', data: tls.data }, ...identity.secrets],
+      bindings: namespaces.map(m.sidecarBinding),
+      example: m.EXAMPLE_BINDING,
+      caBundle: tls.caBundle,
+      webhookUrl,
+      image,
+    },
+  );
   const header =
     '# Outrigger control plane, generated by outrigger install. Apply with: kubectl apply -f -\n' +
     '# Remove with: outrigger uninstall | kubectl delete -f -\n' +
@@ -218,11 +208,44 @@ export async function renderInstall(flags: InstallFlags, note: Note, now = Date.
   return header + out.map((o) => stringify(o, { lineWidth: 0 })).join('---\n');
 }
 
+interface IdentityPart {
+  installed: boolean;
+  /** manifests/identity. */
+  objects: Obj[];
+  /** The mesh CA's Secret and trust bundle, printed after their namespace. */
+  secrets: Obj[];
+}
+
+/** --identity, or an installed issuer (a re-run keeps it): manifests/identity and its mesh CA. */
+async function identityPart(
+  flags: InstallFlags,
+  installed: Installed | undefined,
+  now: number,
+  note: Note,
+): Promise<IdentityPart> {
+  if (!flags.identity && !installed?.identity) return { installed: false, objects: [], secrets: [] };
+  if (!flags.identity) note('keeping the installed identity issuer (manifests/identity)');
+  const [m, { planMeshCa }] = await Promise.all([
+    import('./install-manifests.ts'),
+    import('./install-mesh-ca.ts'),
+  ]);
+  const { namespace, identity } = CONTROL_PLANE;
+  const ca = planMeshCa(installed?.meshCa, `${namespace}/${identity.caSecret}`, now);
+  note(ca.note);
+  const secrets = ca.print
+    ? [
+        { ...m.MESH_CA_SECRET, type: 'kubernetes.io/tls', data: ca.data },
+        { ...m.TRUST_BUNDLE, data: { 'ca.crt': ca.bundle } },
+      ]
+    : [];
+  return { installed: true, objects: m.identityManifests(), secrets };
+}
+
 /** manifests/ made into this install, in apply order: the Secret after its namespace, the webhook configuration last. */
 function assemble(
   shipped: Obj[],
   o: {
-    secret: Obj;
+    secrets: Obj[];
     bindings: Obj[];
     example: string;
     caBundle: string;
@@ -241,6 +264,7 @@ function assemble(
     if (
       o.webhookUrl &&
       obj.metadata.namespace === CONTROL_PLANE.namespace &&
+      obj.metadata.name === CONTROL_PLANE.service &&
       ['Deployment', 'Service', 'PodDisruptionBudget'].includes(obj.kind)
     )
       continue;
@@ -263,7 +287,7 @@ function assemble(
       continue;
     }
     out.push(obj);
-    if (obj.kind === 'Namespace' && obj.metadata.name === CONTROL_PLANE.namespace) out.push(o.secret);
+    if (obj.kind === 'Namespace' && obj.metadata.name === CONTROL_PLANE.namespace) out.push(...o.secrets);
   }
   return [...out, ...o.bindings, ...(config ? [config] : [])];
 }
@@ -300,61 +324,14 @@ function setClientConfig(config: Obj, caBundle: string, webhookUrl: URL | undefi
 const DAY_MS = 86_400_000;
 
 export function installCommand(): Command {
-  const cmd = new Command('install')
-    .description(
-      'print the control plane (webhook, its certificate, RBAC; the gateway with --gateway) for kubectl apply -f -; re-run to upgrade: it keeps the installed certificate, webhook URL, image and gateway',
-    )
-    .option(
-      '--image <image>',
-      'image of the webhook and of the injected sidecars (default: the installed one, else the one in manifests/)',
-    )
-    .option(
-      '--namespaces <ns,...>',
-      'namespaces to mesh: their ServiceAccounts are bound to the sidecar role, and the label command is printed on stderr (the opted-in ones are always included)',
-    )
-    .addOption(
-      new Option(
-        '--webhook-url <url>',
-        'call a webhook you run yourself at this https:// URL instead of the in-cluster Deployment (default: the installed URL)',
-      ).conflicts('inClusterWebhook'),
-    )
-    .option(
-      '--in-cluster-webhook',
-      'call the in-cluster webhook Deployment, also when the installed configuration calls a URL',
-    )
-    .option(
-      '--gateway',
-      'also the Ingress gateway (manifests/gateway: its namespace, Deployment, Service, IngressClass, RBAC) on the same image; a re-run keeps an installed gateway',
-    )
-    .option(
-      '--gateway-api',
-      'the gateway also serves Gateway API Gateways and HTTPRoutes (implies --gateway; adds its RBAC and the GatewayClass outrigger; the CRDs are yours to install); a re-run keeps it',
-    )
-    .option(
-      '--gateway-mtls',
-      'the gateway is a mesh client: a certificate from outrigger identity, and mutual TLS to meshed pods, so that pods under mtls strict accept it (implies --gateway); a re-run keeps it',
-    )
-    .option(
-      '--mesh-routes',
-      'injected pods apply HTTPRoutes attached to Services (GAMMA) by default: the webhook writes outrigger.dev/mesh-routes: "true" on pods that do not set it; a re-run keeps it',
-    )
-    .option(
-      '--rotate-certificate',
-      'issue a new webhook CA and certificate; without it the installed ones are kept unless they expire within 30 days or do not match the webhook names',
-    )
-    .option('--kubeconfig <path>', KUBECONFIG_HELP)
-    .action(async (flags: Omit<InstallFlags, 'certTtlMs'> & Record<string, unknown>) => {
-      const all = { ...flags, certTtlMs: readCertTtl(flags) };
-      process.stdout.write(
-        await renderInstall(all, (s) => process.stderr.write(`outrigger install: ${s}\n`)),
-      );
-    });
-  const readCertTtl = addRenamedOption(cmd, {
-    flag: '--cert-ttl <duration>',
-    describe: 'lifetime of a newly issued serving certificate (the CA lives 3 times as long)',
-    parser: duration(DAY_MS, 3650 * DAY_MS),
-    default: 365 * DAY_MS,
-    was: { flag: '--cert-days <days>', parser: countOf('d', DAY_MS, 3650 * DAY_MS) },
+  const cmd = new Command('install').description(
+    'print the control plane (webhook, its certificate, RBAC; the gateway with --gateway, the identity issuer with --identity) for kubectl apply -f -; re-run to upgrade: it keeps the installed certificates, webhook URL, image, gateway and issuer',
+  );
+  personTable<InstallOptionName, InstallConfig>(cmd, installOptions, async (flags) => {
+    process.stdout.write(
+      await renderInstall(flags, (s) => process.stderr.write(`outrigger install: ${s}\n`)),
+    );
   });
+  cmd.options.find((o) => o.long === '--webhook-url')?.conflicts('inClusterWebhook');
   return cmd;
 }

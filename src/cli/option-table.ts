@@ -1,7 +1,6 @@
 import { Option, type Command } from 'commander';
-import type { Parser } from '../config/parse.ts';
-import { flagName, resolveValue, type TableInputs, type TableSpec } from '../config/resolve.ts';
-import { defaultText, optionHelp } from './common.ts';
+import { loadTable, type TableInputs, type TableSpec } from '../config/resolve.ts';
+import { optionHelp } from './common.ts';
 
 type HelpSpec = TableSpec<unknown> & { describe: string; repeatable?: boolean; live?: boolean };
 export type TableFlags<N extends string> = Required<Pick<TableInputs<N>, 'flags' | 'oldFlags'>>;
@@ -11,42 +10,17 @@ export const TABLE_HELP =
   '\nPrecedence: flag > OUTRIGGER_* environment variable > default. An invalid value exits with status 2\n' +
   'and names the key, the value and what is allowed.';
 
+/** The same closing words for a command a person runs: its table has no variables (NO_ENV). */
+export const PERSON_HELP =
+  "\nPrecedence: flag > default; no OUTRIGGER_* variable is read but the kubeconfig's (--kubeconfig, then\n" +
+  '$OUTRIGGER_KUBECONFIG, then $KUBECONFIG). An invalid value exits with status 2 and names the key, the\n' +
+  'value and what is allowed.';
+
 const collect = (v: string, prev: string[] | undefined): string[] => [...(prev ?? []), v];
 
 const specs = new WeakMap<Option, HelpSpec>();
 /** The table row a command's option was made from, for the generated docs (docs/cli.md). */
 export const specOfOption = (o: Option): HelpSpec | undefined => specs.get(o);
-
-const renamed = new WeakMap<Option, string>();
-/** The new flag a hidden old spelling of a person's command stands for, for the generated docs. */
-export const renamedTo = (o: Option): string | undefined => renamed.get(o);
-
-interface RenamedSpec<T> {
-  flag: string;
-  describe: string;
-  parser: Parser<T>;
-  default: T;
-  was: { flag: string; parser: Parser<T> };
-}
-
-/**
- * A renamed flag of a command a person runs (those take no variables): the old spelling is a
- * hidden option, and the returned reader gives the value under either, warning once about the old.
- */
-export function addRenamedOption<T>(
-  cmd: Command,
-  spec: RenamedSpec<T>,
-): (opts: Record<string, unknown>) => T {
-  const now = new Option(spec.flag, `${spec.describe} (default: ${defaultText(spec)})`);
-  const old = new Option(spec.was.flag).hideHelp();
-  renamed.set(old, flagName(spec));
-  cmd.addOption(now).addOption(old);
-  const raw = (o: Option, opts: Record<string, unknown>): string | undefined => {
-    const v = opts[o.attributeName()];
-    return typeof v === 'string' ? v : undefined;
-  };
-  return (opts) => resolveValue({ ...spec, env: '' }, { flag: raw(now, opts), oldFlag: raw(old, opts) });
-}
 
 /**
  * Adds a table's options to a command, each with its help in the one notation and, hidden from the
@@ -92,4 +66,23 @@ export function addTable<N extends string>(
     }
     return out;
   };
+}
+
+/**
+ * A command a person runs: its table's options, the person's precedence line, and its action
+ * given the table's values and the command's arguments. No environment is passed to the loader:
+ * these commands read no OUTRIGGER_* variable (src/config/person-options.ts).
+ */
+export function personTable<N extends string, C>(
+  cmd: Command,
+  table: Record<N, HelpSpec>,
+  run: (flags: C, args: string[]) => Promise<void> | void,
+): Command {
+  const read = addTable(cmd, table);
+  cmd.addHelpText('after', PERSON_HELP);
+  return cmd.action((...a: unknown[]) => {
+    // commander calls action(...arguments, options, command).
+    const opts = a[a.length - 2] as Record<string, unknown>;
+    return run(loadTable<N, C>(table, read(opts)), a.slice(0, -2) as string[]);
+  });
 }

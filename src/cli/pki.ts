@@ -1,10 +1,18 @@
-import { X509Certificate, generateKeyPairSync, randomBytes, sign, type KeyObject } from 'node:crypto';
+import {
+  X509Certificate,
+  createHash,
+  createPublicKey,
+  generateKeyPairSync,
+  randomBytes,
+  sign,
+  type KeyObject,
+} from 'node:crypto';
 import { isIP } from 'node:net';
 
 /**
- * The webhook's CA and serving certificate, made in-process so `outrigger install` needs no
+ * The webhook's CA and serving certificate and the mesh's root and issuing CA, made in-process so `outrigger install` needs no
  * openssl. Node can parse X.509 but not issue it, so this writes the DER itself (RFC 5280):
- * ECDSA P-256 keys, SHA-256 signatures, and only the extensions a webhook certificate needs.
+ * ECDSA P-256 keys, SHA-256 signatures, and only the extensions these certificates need.
  * X509Certificate re-parses every result, so a malformed encoding fails here, not in the cluster.
  */
 export interface Issued {
@@ -68,6 +76,25 @@ function ipBytes(ip: string): Buffer {
   return Buffer.from(all.flatMap((g) => [parseInt(g, 16) >> 8, parseInt(g, 16) & 0xff]));
 }
 
+/**
+ * RFC 5280's key identifier (method 1): SHA-1 of the subjectPublicKey bits, for P-256 the last
+ * 65 bytes of the SPKI (the uncompressed point). openssl -x509_strict, like RFC 5280, wants a
+ * CA's subjectKeyIdentifier and an authorityKeyIdentifier on what a CA signs.
+ */
+const keyId = (key: KeyObject): Buffer =>
+  createHash('sha1')
+    .update(
+      (key.type === 'public' ? key : createPublicKey(key))
+        .export({ type: 'spki', format: 'der' })
+        .subarray(-65),
+    )
+    .digest();
+
+const keyIds = (subject: KeyObject, signer: KeyObject): Buffer[] => [
+  extension('2.5.29.14', false, tlv(0x04, keyId(subject))),
+  extension('2.5.29.35', false, seq(tlv(0x80, keyId(signer)))),
+];
+
 function certificate(o: {
   subject: string;
   issuer: string;
@@ -84,7 +111,7 @@ function certificate(o: {
     seq(time(o.validity.notBefore), time(o.validity.notAfter)),
     name(o.subject),
     o.publicKey.export({ type: 'spki', format: 'der' }),
-    tlv(0xa3, seq(...o.extensions)),
+    tlv(0xa3, seq(...o.extensions, ...keyIds(o.publicKey, o.signer))),
   );
   const signature = sign('sha256', tbs, o.signer);
   const der = seq(tbs, ECDSA_SHA256, bits(0, ...signature));
@@ -105,6 +132,22 @@ function issued(cert: X509Certificate, key: KeyObject): Issued {
 
 const newKey = () => generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
 
+/**
+ * basicConstraints cA=TRUE (with pathLenConstraint when given) and keyCertSign and cRLSign
+ * (bits 5 and 6): a CA that signs certificates and nothing else.
+ */
+const caExtensions = (pathLen?: number): Buffer[] => [
+  extension(
+    '2.5.29.19',
+    true,
+    seq(
+      tlv(0x01, Buffer.from([0xff])),
+      ...(pathLen === undefined ? [] : [positiveInt(Buffer.from([pathLen]))]),
+    ),
+  ),
+  extension('2.5.29.15', true, bits(1, 0x06)),
+];
+
 export function makeCa(commonName: string, validity: Validity): Issued {
   const { publicKey, privateKey } = newKey();
   const cert = certificate({
@@ -113,14 +156,29 @@ export function makeCa(commonName: string, validity: Validity): Issued {
     publicKey,
     signer: privateKey,
     validity,
-    extensions: [
-      extension('2.5.29.19', true, seq(tlv(0x01, Buffer.from([0xff])))),
-      // keyCertSign and cRLSign (bits 5 and 6).
-      extension('2.5.29.15', true, bits(1, 0x06)),
-    ],
+    extensions: caExtensions(),
   });
   return issued(cert, privateKey);
 }
+
+/**
+ * An issuing CA signed by root with pathLenConstraint 0: it signs workload certificates only,
+ * never another CA, so its key (the one kept online, in the cluster) cannot mint a sub-CA.
+ */
+export function issueIntermediate(root: Issued, commonName: string, validity: Validity): Issued {
+  const { publicKey, privateKey } = newKey();
+  const cert = certificate({
+    subject: commonName,
+    issuer: cnOf(root),
+    publicKey,
+    signer: root.key,
+    validity,
+    extensions: caExtensions(0),
+  });
+  return issued(cert, privateKey);
+}
+
+const cnOf = (ca: Issued): string => ca.cert.subject.replace(/^CN=/, '');
 
 /** A serving certificate for the given DNS names and IP addresses, signed by ca. */
 export function issueServing(ca: Issued, sans: string[], validity: Validity): Issued {
@@ -128,7 +186,7 @@ export function issueServing(ca: Issued, sans: string[], validity: Validity): Is
   const altNames = sans.map((s) => (isIP(s) ? tlv(0x87, ipBytes(s)) : tlv(0x82, Buffer.from(s))));
   const cert = certificate({
     subject: sans[0] ?? 'outrigger-webhook',
-    issuer: ca.cert.subject.replace(/^CN=/, ''),
+    issuer: cnOf(ca),
     publicKey,
     signer: ca.key,
     validity,

@@ -1,27 +1,14 @@
 import { Command } from 'commander';
-import { countOf, duration, parseValue, source as sourceParser } from '../config/parse.ts';
+import { resolveOptions, type ResolveConfig } from '../config/person-options.ts';
 import type { Endpoint, Resolution, ServiceInfo, ServicePort } from '../discovery/types.ts';
 import { parseServiceName } from '../routing/authority.ts';
 import { systemClock, systemRandom } from '../shared/clock.ts';
 import { OutriggerError } from '../shared/errors.ts';
 import { createLogger } from '../shared/log.ts';
-import {
-  KUBECONFIG_HELP,
-  addOutputOptions,
-  defaultKubeconfig,
-  requireReadableFile,
-  wantsJson,
-} from './common.ts';
-import { addRenamedOption } from './option-table.ts';
+import { defaultKubeconfig, requireReadableFile, wantsJson } from './common.ts';
+import { personTable } from './option-table.ts';
 
-interface ResolveFlags {
-  json?: boolean;
-  output?: string;
-  kubeconfig?: string;
-  namespace?: string;
-  source?: string;
-  clusterDomain: string;
-}
+type ResolveFlags = ResolveConfig;
 
 /** NAME[:PORT] where PORT is a Service port number or name. */
 export function parseTarget(
@@ -89,10 +76,9 @@ function endpointText(e: Endpoint): string {
   return [`${host}:${e.port}`, state, ...extra.filter(Boolean)].join('  ');
 }
 
-async function run(target: string, flags: ResolveFlags, waitMs: number): Promise<void> {
-  const source = flags.source
-    ? parseValue(sourceParser, '--source', flags.source, 'flag')
-    : { kind: 'kube' as const };
+async function run(target: string, flags: ResolveFlags): Promise<void> {
+  const waitMs = flags.wait;
+  const source = flags.source ?? { kind: 'kube' as const };
   const kubeconfig = flags.kubeconfig ?? defaultKubeconfig();
   if (source.kind === 'kube' && !kubeconfig)
     throw new OutriggerError('config_invalid', 'no kubeconfig: pass --kubeconfig PATH or set KUBECONFIG');
@@ -171,23 +157,7 @@ export function resolveCommand(): Command {
       '<name[:port]>',
       'svc, svc.ns, svc.ns.svc or svc.ns.svc.cluster.local; PORT is a number or port name',
     );
-  addOutputOptions(cmd)
-    .option('--kubeconfig <path>', KUBECONFIG_HELP)
-    .option(
-      '-n, --namespace <ns>',
-      "namespace for a short name (default: the kubeconfig context's, else default)",
-    )
-    .option('--source <kube|file:PATH>', 'resolve from a YAML file instead of the API server')
-    .option('--cluster-domain <domain>', 'cluster DNS suffix', 'cluster.local')
-    .action((target: string, flags: ResolveFlags & Record<string, unknown>) =>
-      run(target, flags, readWait(flags)),
-    );
-  const readWait = addRenamedOption(cmd, {
-    flag: '--wait <duration>',
-    describe: 'how long to wait for the first answer',
-    parser: duration(0, 3_600_000),
-    default: 5_000,
-    was: { flag: '--wait-ms <ms>', parser: countOf('ms', 0, 3_600_000) },
-  });
-  return cmd;
+  return personTable<keyof typeof resolveOptions, ResolveConfig>(cmd, resolveOptions, (flags, [target]) =>
+    run(target ?? '', flags),
+  );
 }

@@ -1,7 +1,9 @@
 import { Command } from 'commander';
 import { OutriggerError } from '../shared/errors.ts';
-import { ADMIN_DEFAULT, ADMIN_HELP, adminBase, adminGet } from './admin-url.ts';
-import { addOutputOptions, defaultKubeconfig, formatTable, KUBECONFIG_HELP, wantsJson } from './common.ts';
+import { statusOptions, type StatusConfig } from '../config/person-options.ts';
+import { adminBase, adminGet } from './admin-url.ts';
+import { defaultKubeconfig, formatTable, wantsJson } from './common.ts';
+import { personTable } from './option-table.ts';
 
 /**
  * `outrigger status [--admin URL]`: reads a running sidecar's admin API (/readyz and
@@ -102,31 +104,13 @@ export function formatIdentity(v: IdentityView, now: number): string {
   return lines.join('\n');
 }
 
-interface StatusFlags {
-  admin: string;
-  namespace?: string;
-  allNamespaces?: boolean;
-  kubeconfig?: string;
-  json?: boolean;
-  output?: string;
-}
+type StatusFlags = StatusConfig;
 
 export function statusCommand(): Command {
-  const cmd = new Command('status')
-    .description(
-      "print a running sidecar's discovery state from its admin API, or with -n/-A every injected pod's sidecar through the API server; exit 1 when one is not ready",
-    )
-    .option('--admin <url>', ADMIN_HELP, ADMIN_DEFAULT)
-    .option(
-      '-n, --namespace <ns>',
-      "the sidecars of this namespace's injected pods, through the API server's pod proxy",
-    )
-    .option('-A, --all-namespaces', 'the sidecars of every injected pod, through the API server')
-    .option('--kubeconfig <path>', `with -n or -A: ${KUBECONFIG_HELP}`);
-  return addOutputOptions(
-    cmd,
-    'print the raw /debug/discovery JSON (with -n or -A: the rows as JSON)',
-  ).action(async (flags: StatusFlags) => {
+  const cmd = new Command('status').description(
+    "print a running sidecar's discovery state from its admin API, or with -n/-A every injected pod's sidecar through the API server; exit 1 when one is not ready",
+  );
+  return personTable<keyof typeof statusOptions, StatusConfig>(cmd, statusOptions, async (flags) => {
     if (flags.namespace !== undefined || flags.allNamespaces) return fleetStatus(flags);
     const base = adminBase(flags.admin);
     const ready = await adminGet(base, '/readyz', 'json');

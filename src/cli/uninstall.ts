@@ -1,22 +1,25 @@
 import { Command } from 'commander';
 import { INJECTION_LABEL } from '../config/options.ts';
 import { OutriggerError } from '../shared/errors.ts';
-import { KUBECONFIG_HELP, defaultKubeconfig } from './common.ts';
-import { CONTROL_PLANE } from './control-plane.ts';
+import {
+  uninstallOptions,
+  type UninstallConfig,
+  type UninstallOptionName,
+} from '../config/install-options.ts';
+import { defaultKubeconfig } from './common.ts';
+import { CONTROL_PLANE, madeByInstall } from './control-plane.ts';
+import { personTable } from './option-table.ts';
 import type { Obj } from './install-manifests.ts';
 import type { KubeApi } from './kube-api.ts';
 
 /**
  * `outrigger uninstall`: what `install` made, for `kubectl delete -f -`, as names only (no
- * Secret data). The webhook configuration goes first, so no pod creation is sent to a webhook
+ * Secret data), the identity issuer and its mesh CA included. The webhook configuration goes first, so no pod creation is sent to a webhook
  * that is already gone, and the sidecar-required policy right after it, so pods of a namespace
  * still labelled are admitted without a sidecar. Never a user's namespace: their injection label
  * is removed by the commands printed on stderr.
  */
-interface UninstallFlags {
-  namespaces?: string;
-  kubeconfig?: string;
-}
+type UninstallFlags = UninstallConfig;
 
 type Note = (s: string) => void;
 
@@ -37,10 +40,13 @@ const FIRST = [
 
 async function staticRefs(): Promise<Ref[]> {
   const m = await import('./install-manifests.ts');
-  const made = [...m.shippedManifests(), ...m.gatewayManifests(), ...m.gatewayApiManifests()].filter(
-    (o) => !(o.kind === 'ClusterRoleBinding' && o.metadata.name === m.EXAMPLE_BINDING),
-  );
-  const owned = [...made, m.TLS_SECRET].map(ref);
+  const made = [
+    ...m.shippedManifests(),
+    ...m.identityManifests(),
+    ...m.gatewayManifests(),
+    ...m.gatewayApiManifests(),
+  ].filter((o) => !(o.kind === 'ClusterRoleBinding' && o.metadata.name === m.EXAMPLE_BINDING));
+  const owned = [...made, m.TLS_SECRET, m.MESH_CA_SECRET, m.TRUST_BUNDLE].map(ref);
   const rank = (r: Ref): number => {
     const i = FIRST.indexOf(r.kind);
     if (i >= 0) return i;
@@ -68,20 +74,26 @@ interface Listed {
   roleRef?: { kind: string; name: string };
 }
 
+const mayBeUsers = (r: Ref): boolean =>
+  r.kind === 'Namespace' ||
+  ([CONTROL_PLANE.identity.caSecret, CONTROL_PLANE.identity.trustBundle] as string[]).includes(
+    r.metadata.name,
+  );
+
 /** What of it exists in the cluster: objects being deleted already are left out. */
 const BINDING_API = 'rbac.authorization.k8s.io/v1';
 
 async function inCluster(api: KubeApi, refs: Ref[], note: Note): Promise<Found> {
   const m = await import('./install-manifests.ts');
-  const owned = (o: Listed): boolean => o.metadata.labels?.[m.OWNED_LABEL.key] === m.OWNED_LABEL.value;
   const present = await Promise.all(
     refs.map(async (r) => {
       const res = await api.call('GET', m.objectPath(r));
       const o = res.body as Listed;
       if (res.status !== 200 || o.metadata.deletionTimestamp) return false;
-      if (r.kind === 'Namespace' && !owned(o)) {
+      // A namespace, or a mesh CA of the user's own (scripts/gen-mesh-ca), of the same name.
+      if (mayBeUsers(r) && !madeByInstall(o)) {
         note(
-          `namespace ${r.metadata.name} has no ${m.OWNED_LABEL.key}=${m.OWNED_LABEL.value} label, so install did not make it: not deleting it`,
+          `${r.kind} ${r.metadata.namespace ? `${r.metadata.namespace}/` : ''}${r.metadata.name} has no ${m.OWNED_LABEL.key}=${m.OWNED_LABEL.value} label, so install did not make it: not deleting it`,
         );
         return false;
       }
@@ -92,10 +104,11 @@ async function inCluster(api: KubeApi, refs: Ref[], note: Note): Promise<Found> 
   const toRole = bindings.filter(
     (b) => b.roleRef?.kind === 'ClusterRole' && b.roleRef.name === CONTROL_PLANE.sidecarRole,
   );
-  for (const b of toRole.filter((b) => !owned(b)))
+  for (const b of toRole.filter((b) => !madeByInstall(b)))
     note(
       `ClusterRoleBinding ${b.metadata.name} binds ${CONTROL_PLANE.sidecarRole} but install did not make it (no ${m.OWNED_LABEL.key}=${m.OWNED_LABEL.value} label): delete it yourself with kubectl delete clusterrolebinding ${b.metadata.name}`,
     );
+  await tellTrustBundles(api, refs, note);
   const selector = encodeURIComponent(`${INJECTION_LABEL}=enabled`);
   const labelled = (await list(api, `/api/v1/namespaces?labelSelector=${selector}`)).map(
     (n) => n.metadata.name,
@@ -103,7 +116,7 @@ async function inCluster(api: KubeApi, refs: Ref[], note: Note): Promise<Found> 
   return {
     refs: refs.filter((_, i) => present[i]),
     bindings: toRole
-      .filter((b) => owned(b) && !b.metadata.deletionTimestamp)
+      .filter((b) => madeByInstall(b) && !b.metadata.deletionTimestamp)
       .map((b) => ({
         apiVersion: BINDING_API,
         kind: 'ClusterRoleBinding',
@@ -111,6 +124,28 @@ async function inCluster(api: KubeApi, refs: Ref[], note: Note): Promise<Found> 
       })),
     labelled,
   };
+}
+
+/**
+ * The trust bundles the issuer keeps in opted-in namespaces: it made them, not install, and they
+ * are in namespaces of the user's, so they are told as commands rather than printed.
+ */
+async function tellTrustBundles(api: KubeApi, refs: Ref[], note: Note): Promise<void> {
+  const { trustBundle } = CONTROL_PLANE.identity;
+  const selector = encodeURIComponent('app.kubernetes.io/managed-by=outrigger-identity');
+  const listed = (await list(api, `/api/v1/configmaps?labelSelector=${selector}`)) as (Listed & {
+    metadata: { namespace?: string };
+  })[];
+  const printed = new Set(refs.filter((r) => r.kind === 'ConfigMap').map((r) => r.metadata.namespace));
+  const namespaces = listed
+    .filter((c) => c.metadata.name === trustBundle && !printed.has(c.metadata.namespace))
+    .map((c) => c.metadata.namespace ?? '');
+  if (namespaces.length > 0)
+    note(
+      `the identity issuer keeps its trust bundle in your namespaces; after deleting, remove it with\n${namespaces
+        .map((ns) => `  kubectl -n ${ns} delete configmap ${trustBundle}`)
+        .join('\n')}`,
+    );
 }
 
 async function list(api: KubeApi, path: string): Promise<Listed[]> {
@@ -172,18 +207,12 @@ function tellLabels(labelled: string[], note: Note): void {
 }
 
 export function uninstallCommand(): Command {
-  return new Command('uninstall')
-    .description(
-      'print what install made, webhook configuration first, for kubectl delete -f -; never your namespaces (the commands that remove their injection label go to stderr)',
-    )
-    .option(
-      '--namespaces <ns,...>',
-      'meshed namespaces whose sidecar bindings and label to remove when no cluster is read (with a kubeconfig they are found by their labels)',
-    )
-    .option('--kubeconfig <path>', KUBECONFIG_HELP)
-    .action(async (flags: UninstallFlags) => {
-      process.stdout.write(
-        await renderUninstall(flags, (s) => process.stderr.write(`outrigger uninstall: ${s}\n`)),
-      );
-    });
+  const cmd = new Command('uninstall').description(
+    'print what install made, webhook configuration first, for kubectl delete -f -; never your namespaces (the commands that remove their injection label go to stderr)',
+  );
+  return personTable<UninstallOptionName, UninstallConfig>(cmd, uninstallOptions, async (flags) => {
+    process.stdout.write(
+      await renderUninstall(flags, (s) => process.stderr.write(`outrigger uninstall: ${s}\n`)),
+    );
+  });
 }

@@ -1,8 +1,10 @@
 import { Command } from 'commander';
 import { OutriggerError } from '../shared/errors.ts';
 import { outriggerVersion } from '../shared/version.ts';
-import { ADMIN_HELP, adminBase, adminGet } from './admin-url.ts';
-import { addOutputOptions, defaultKubeconfig, KUBECONFIG_HELP, wantsJson } from './common.ts';
+import { versionOptions, type VersionConfig } from '../config/person-options.ts';
+import { adminBase, adminGet } from './admin-url.ts';
+import { defaultKubeconfig, wantsJson } from './common.ts';
+import { personTable } from './option-table.ts';
 
 /**
  * `outrigger version [--admin URL]`: this client's version and, given a sidecar's admin URL, the
@@ -16,14 +18,6 @@ export function sidecarVersion(metrics: string): { version: string; node: string
   return { version: label('version'), node: label('node') };
 }
 
-interface VersionFlags {
-  admin?: string;
-  client?: boolean;
-  kubeconfig?: string;
-  json?: boolean;
-  output?: string;
-}
-
 interface Versions {
   client: { version: string; node: string };
   sidecar?: { version: string; node: string };
@@ -32,14 +26,10 @@ interface Versions {
 }
 
 export function versionCommand(): Command {
-  const cmd = new Command('version')
-    .description(
-      "print this client's version, the cluster's (API server and Outrigger's control plane) when a kubeconfig is found, and a running sidecar's with --admin",
-    )
-    .option('--admin <url>', `${ADMIN_HELP}; e.g. 127.0.0.1:7402`)
-    .option('--client', 'only this client: no kubeconfig, no API call')
-    .option('--kubeconfig <path>', KUBECONFIG_HELP);
-  return addOutputOptions(cmd).action(async (flags: VersionFlags) => {
+  const cmd = new Command('version').description(
+    "print this client's version, the cluster's (API server and Outrigger's control plane) when a kubeconfig is found, and a running sidecar's with --admin",
+  );
+  return personTable<keyof typeof versionOptions, VersionConfig>(cmd, versionOptions, async (flags) => {
     const v: Versions = { client: { version: outriggerVersion, node: process.version } };
     if (flags.admin !== undefined) v.sidecar = await readSidecarVersion(adminBase(flags.admin));
     const json = wantsJson(flags);

@@ -31,7 +31,8 @@ export function deprecated(old: string, now: string): void {
   warnSink(`outrigger: warning: ${old} is deprecated and goes in the next release; use ${now}\n`);
 }
 
-export const flagName = (spec: { flag: string }): string => spec.flag.split(' ')[0] ?? spec.flag;
+/** The long name of a flag: --output of "-o, --output <format>". */
+export const flagName = (spec: { flag: string }): string => /--[\w-]+/.exec(spec.flag)?.[0] ?? spec.flag;
 
 /**
  * One value of a table option, with the precedence every command shares: flag > the flag's old

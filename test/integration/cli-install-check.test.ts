@@ -315,6 +315,12 @@ describe('install and check against a real API server', { concurrency: 1, timeou
       /\[FAIL\] strict mTLS shop: 1 pod\(s\) with outrigger\.dev\/mtls: strict, but the identity issuer outrigger-system\/outrigger-identity has no available replica/,
     );
     assert.match(r.stdout, /\[FAIL\] strict mTLS shop: .*ConfigMap outrigger-trust-bundle is missing/);
+    // The advised fix installs the issuer and keeps the rest of the install: the webhook URL and certificate.
+    const before = installed();
+    const fix = sh(advisedInstall(r.stdout, 'strict mTLS shop'));
+    assert.equal(fix.status, 0, fix.stderr);
+    assert.match(fix.stdout, /deployment\.apps\/outrigger-identity created/);
+    assert.deepEqual(installed(), before);
     const undo = sh(
       [
         `"$KUBECTL" -n shop delete pod strict`,

@@ -44,3 +44,19 @@ test("check names the mesh CA's expiry: fails when expired, warns within 14 days
     /^fail .*no PEM certificate/,
   );
 });
+
+test("check's advice for install's mesh CA, whose root key was not kept, is bringing your own; never a change of the install", async () => {
+  const expired = caSecret(NOW - DAY);
+  const made = {
+    ...expired,
+    body: { ...expired.body, metadata: { labels: { 'app.kubernetes.io/name': 'outrigger' } } },
+  };
+  const [byInstall] = await identityChecks(apiWith(made), NOW);
+  assert.match(
+    byInstall?.fix ?? '',
+    /install did not keep the root's key, so bring your own CA: scripts\/gen-mesh-ca/,
+  );
+  const [own] = await identityChecks(apiWith(expired), NOW);
+  assert.match(own?.fix ?? '', /with the same root/);
+  for (const fix of [byInstall?.fix, own?.fix]) assert.doesNotMatch(fix ?? '', /outrigger install|apply -k/);
+});

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Command } from 'commander';
 import { buildCli } from '../../../src/cli/index.ts';
+import { runCli } from '../../harness/cli.ts';
 
 const all = (c: Command): Command[] => [c, ...c.commands.flatMap(all)];
 
@@ -36,4 +37,25 @@ test('every option of a command that runs in a pod has an OUTRIGGER_* variable, 
     for (const o of cmd.options.filter((x) => x.long !== '--help' && !x.hidden))
       assert.match(help.optionDescription(o), /env OUTRIGGER_[A-Z_]+/, `${cmd.name()} ${o.flags}`);
   }
+});
+
+test('the commands a person runs take flags only: no OUTRIGGER_* variable, and their help says so', async () => {
+  for (const name of ['install', 'uninstall', 'check', 'version', 'status', 'demo', 'resolve']) {
+    const cmd = buildCli().commands.find((c) => c.name() === name)!;
+    const help = cmd.helpInformation();
+    assert.doesNotMatch(help, /env OUTRIGGER_/, name);
+    const out: string[] = [];
+    cmd.configureOutput({ writeOut: (s) => out.push(s) });
+    cmd.outputHelp();
+    assert.match(out.join('').replace(/\s+/g, ' '), /no OUTRIGGER_\* variable is read/, name);
+  }
+  // A variable left in a shell changes nothing install prints.
+  const env = {
+    OUTRIGGER_IMAGE: 'elsewhere/outrigger:9',
+    OUTRIGGER_GATEWAY: 'true',
+    OUTRIGGER_IDENTITY: 'true',
+  };
+  const r = await runCli(['install'], { env });
+  assert.equal(r.status, 0, r.stderr);
+  assert.doesNotMatch(r.stdout, /elsewhere|outrigger-gateway|outrigger-identity/);
 });
