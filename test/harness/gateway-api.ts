@@ -34,6 +34,12 @@ export async function installGatewayApi(admin: KubeAdmin): Promise<void> {
     if (i > 100) throw new Error('the Gateway API CRDs were not served within 20 s');
     await delay(200);
   }
+  // gateway-api.yaml holds a Role in the gateway's namespace (its per-Gateway Services); a
+  // cluster with the gateway's RBAC has that namespace already.
+  for (const ns of gatewayManifest('namespace.yaml'))
+    await admin.apply(ns).catch((e: { status?: number }) => {
+      if (e.status !== 409) throw e;
+    });
   for (const obj of gatewayManifest('gateway-api.yaml')) await admin.apply(obj);
 }
 
