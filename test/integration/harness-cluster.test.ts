@@ -78,7 +78,7 @@ test(
 );
 
 test(
-  'a watch re-established after apiserver-stop/apiserver-start resumes with the same data',
+  'after apiserver-stop/apiserver-start a watch from before the restart expires (410), and a relist resumes with the same data',
   { timeout: 180_000 },
   async (t) => {
     const cluster = await startCluster(t);
@@ -87,39 +87,47 @@ test(
     const { admin } = cluster;
     const ns = await admin.createNamespace('restart');
     await admin.apply(svc(ns, 'before'));
-    const list = await admin.request<{ metadata: { resourceVersion: string } }>(
-      'GET',
-      `/api/v1/namespaces/${ns}/services`,
-    );
+    const listNames = async (): Promise<{ names: string[]; rv: string }> => {
+      const list = await admin.request<{
+        metadata: { resourceVersion: string };
+        items: { metadata: { name: string } }[];
+      }>('GET', `/api/v1/namespaces/${ns}/services`);
+      return { names: list.items.map((i) => i.metadata.name).sort(), rv: list.metadata.resourceVersion };
+    };
+    const watchFrom = (rv: string) =>
+      openWatch(
+        cluster.server,
+        cluster.caPem,
+        cluster.adminToken,
+        `/api/v1/namespaces/${ns}/services?watch=true&resourceVersion=${rv}`,
+      );
+    const before = await listNames();
 
-    const first = openWatch(
-      cluster.server,
-      cluster.caPem,
-      cluster.adminToken,
-      `/api/v1/namespaces/${ns}/services?watch=true&resourceVersion=${list.metadata.resourceVersion}`,
-    );
+    const first = watchFrom(before.rv);
     assert.equal(await first.status, 200);
+    // Any write in the cluster after the list (the API server renews its own lease every few
+    // seconds) moves etcd past the list's version; made here so the outcome never rests on timing.
+    await admin.apply(svc(await admin.createNamespace('elsewhere'), 'later'));
     await cluster.apiserverStop();
     assert.notEqual(await first.ended, undefined, 'the watch ends when the API server stops');
     await assert.rejects(admin.request('GET', '/version'), /ECONNREFUSED/);
 
     await cluster.apiserverStart();
-    const again = openWatch(
-      cluster.server,
-      cluster.caPem,
-      cluster.adminToken,
-      `/api/v1/namespaces/${ns}/services?watch=true&resourceVersion=${list.metadata.resourceVersion}`,
-    );
+    // The restarted watch cache starts at etcd's current revision: older versions are gone.
+    const stale = watchFrom(before.rv);
+    t.after(() => stale.close());
+    assert.equal(await stale.status, 200);
+    const expired = await stale.next((e) => e.type === 'ERROR');
+    assert.equal(expired.object.code, 410);
+    assert.equal(expired.object['reason'], 'Expired');
+
+    const relisted = await listNames();
+    assert.deepEqual(relisted.names, ['before'], 'etcd kept the data across the restart');
+    const again = watchFrom(relisted.rv);
     t.after(() => again.close());
     assert.equal(await again.status, 200);
     await admin.apply(svc(ns, 'after'));
     await again.next((e) => e.type === 'ADDED' && e.object.metadata?.name === 'after');
-    const names = (
-      await admin.request<{ items: { metadata: { name: string } }[] }>(
-        'GET',
-        `/api/v1/namespaces/${ns}/services`,
-      )
-    ).items.map((i) => i.metadata.name);
-    assert.deepEqual(names.sort(), ['after', 'before'], 'etcd kept the data across the restart');
+    assert.deepEqual((await listNames()).names, ['after', 'before']);
   },
 );
