@@ -1,13 +1,12 @@
 // The product as a user deploys it, on a real node: `outrigger install` piped to kubectl (the
-// webhook as an in-cluster Deployment), the identity issuer from manifests/identity, a labelled
+// webhook as an in-cluster Deployment, and the identity issuer with a mesh CA it makes), a labelled
 // namespace, and a client and a server Deployment that the webhook injects. Every check reads the
 // real objects (through the API server, the pod proxy included) and the real traffic.
 //
 // One cluster for the suite (a node takes 20-60 s to start): the node's own checks (pod-checks.ts)
 // run in it too, while the token of the pod created first runs towards its renewal; `down` is last.
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import {
@@ -53,7 +52,6 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
   let hostRulesBefore: Set<string>;
   let ns: string;
   let other: string;
-  let caDir: string;
   /** A pod whose sidecar's token lives 600 s (the API's minimum), so the kubelet renews it here. */
   let rotor: { created: number };
   const kubectl = (args: string[], opts?: { allowFail?: boolean; input?: string }) =>
@@ -190,9 +188,11 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
     await c.importImage(archive);
     ns = await createPodNamespace(c, 'shop');
     other = await createPodNamespace(c, 'plain');
-    // As the README's install section: install's output to kubectl, then the namespace label.
+    // As the README's install section: install's output to kubectl, then the namespace label;
+    // --identity adds the issuer and a mesh CA made by install.
     const manifests = await cli([
       'install',
+      '--identity',
       '--image',
       image,
       '--namespaces',
@@ -202,11 +202,6 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
     ]);
     await kubectl(['apply', '-f', '-'], { input: manifests.stdout });
     await kubectl(['label', 'namespace', ns, 'outrigger.dev/injection=enabled']);
-    // The identity issuer, as docs/identity.md installs it.
-    caDir = mkdtempSync(path.join(tmpdir(), 'outrigger-mesh-ca-'));
-    await run('bash', [path.join(repoRoot, 'scripts/gen-mesh-ca'), '--out', caDir]);
-    await kubectl(['apply', '-f', path.join(caDir, 'manifests.yaml')]);
-    await kubectl(['apply', '-k', path.join(repoRoot, 'manifests/identity')]);
     await kubectl([
       '-n',
       'outrigger-system',
@@ -231,7 +226,6 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
   });
   after(async () => {
     await c?.stop();
-    if (caDir) rmSync(caDir, { recursive: true, force: true });
   });
 
   test('the in-cluster webhook injects the capture step and a native sidecar that is ready before the app starts', async () => {
@@ -683,6 +677,57 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
     assert.equal(after.counters.unauthorizedRetries, 0);
     const logs = (await kubectl(['-n', ns, 'logs', 'rotor', '-c', 'outrigger-proxy'])).stdout;
     assert.match(logs, /service-account token rotated/);
+  });
+
+  test('uninstall | kubectl delete -f - leaves no object of Outrigger and none of the user; new pods start without a sidecar', async () => {
+    const un = await cli(['uninstall', '--kubeconfig', c.cluster.kubeconfigPath]);
+    // The label on a namespace install did not make is removed by a command uninstall prints.
+    const commands = [...un.stderr.matchAll(/^ {2}kubectl (.*)$/gm)].map((m) => (m[1] ?? '').split(' '));
+    assert.ok(
+      commands.some((args) => args.join(' ') === `label namespace ${ns} outrigger.dev/injection-`),
+      un.stderr,
+    );
+    for (const args of commands) await kubectl(args);
+    await kubectl(['delete', '--timeout=240s', '-f', '-'], { input: un.stdout });
+
+    const left = await kubectl([
+      'get',
+      'mutatingwebhookconfigurations,clusterroles,clusterrolebindings',
+      '-l',
+      'app.kubernetes.io/name=outrigger',
+      '-o',
+      'name',
+    ]);
+    assert.equal(left.stdout.trim(), '', 'no cluster-wide object of Outrigger is left');
+    for (const gone of ['outrigger-system', 'outrigger-gateway']) {
+      const r = await kubectl(['get', 'namespace', gone], { allowFail: true });
+      assert.match(r.stderr, /NotFound/, `namespace ${gone} is gone`);
+    }
+    const kept = await kubectl(['get', 'namespace', ns, '-o', 'jsonpath={.metadata.labels}']);
+    assert.doesNotMatch(kept.stdout, /outrigger\.dev\/injection/);
+    const web = await kubectl(['-n', ns, 'get', 'deploy/web', '-o', 'name']);
+    assert.equal(web.stdout.trim(), 'deployment.apps/web', "the user's workloads stay");
+
+    await kubectl([
+      '-n',
+      ns,
+      'run',
+      'after-uninstall',
+      `--image=${c.node.images.busybox}`,
+      '--restart=Never',
+      '--',
+      'true',
+    ]);
+    const containers = await kubectl([
+      '-n',
+      ns,
+      'get',
+      'pod',
+      'after-uninstall',
+      '-o',
+      'jsonpath={.spec.initContainers[*].name} {.spec.containers[*].name}',
+    ]);
+    assert.equal(containers.stdout.trim(), 'after-uninstall', 'no capture step and no sidecar');
   });
 
   test('down removes the node: no processes, mounts, cgroups, namespace or host iptables rules left', async () => {
