@@ -1,11 +1,13 @@
 import { readFile, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Command, Option } from 'commander';
+import { Command } from 'commander';
 import { injectorSettings } from '../injector/settings.ts';
 import { loadConfig } from '../config/load.ts';
 import { options, type Config, type OptionName } from '../config/options.ts';
+import { NO_ENV, injectOptions, type InjectConfig } from '../config/person-options.ts';
+import { loadTable } from '../config/resolve.ts';
 import { OutriggerError, errorMessage, isOutriggerError } from '../shared/errors.ts';
-import { addTable } from './option-table.ts';
+import { PERSON_HELP, addTable } from './option-table.ts';
 
 /**
  * The options that shape an injected pod, as flags of `outrigger inject` and `outrigger webhook`,
@@ -28,11 +30,14 @@ export function injectionDefaults(opts: Record<string, unknown>): Config {
   return loadConfig({ flags, env: process.env });
 }
 
-interface InjectFlags extends Record<string, unknown> {
-  filename: string[];
-  namespace: string;
-  podSecurity?: string;
-}
+/**
+ * The same rows for a person running `inject`: flags only, so a variable left exported in a shell
+ * never changes what inject prints (the webhook, a pod, reads the variables too).
+ */
+const personShaping = Object.fromEntries(shaping.map((n) => [n, { ...options[n], env: NO_ENV }])) as Record<
+  OptionName,
+  (typeof options)[OptionName]
+>;
 
 const MANIFEST_FILE = /\.(ya?ml|json)$/;
 
@@ -71,22 +76,22 @@ async function readInput(file: string): Promise<string> {
 
 /** `outrigger inject -f FILE`: the webhook's mutation, offline, YAML in and YAML out. */
 export function injectCommand(): Command {
-  const cmd = new Command('inject')
-    .description('inject the sidecar into the pod templates of Kubernetes manifests (YAML, multi-document)')
-    .requiredOption('-f, --filename <file...>', "manifest files or directories of them, '-' for stdin")
-    .option('-n, --namespace <ns>', 'namespace of objects that name none', 'default')
-    .addOption(
-      new Option('--pod-security <level>', 'Pod Security level the target namespace enforces').choices([
-        'privileged',
-        'baseline',
-        'restricted',
-      ]),
-    );
-  addInjectionOptions(cmd);
-  return cmd.action(async (flags: InjectFlags) => {
+  const cmd = new Command('inject').description(
+    'inject the sidecar into the pod templates of Kubernetes manifests (YAML, multi-document)',
+  );
+  const readOwn = addTable(cmd, injectOptions);
+  const readShape = addTable(cmd, personShaping, shaping);
+  cmd.addHelpText('after', PERSON_HELP);
+  return cmd.action(async (opts: Record<string, unknown>) => {
+    const flags = loadTable<keyof typeof injectOptions, InjectConfig>(injectOptions, readOwn(opts));
+    if (flags.filename.length === 0)
+      throw new OutriggerError(
+        'config_invalid',
+        "flag --filename (-f) is required: manifest files or directories of them, '-' for stdin",
+      );
+    const settings = injectorSettings(loadConfig(readShape(opts)));
     // Loaded on use: every sidecar runs this CLI, and only `inject` needs the YAML parser.
     const { injectManifests } = await import('../injector/manifests.ts');
-    const settings = injectorSettings(injectionDefaults(flags));
     const labels: Record<string, string> = flags.podSecurity
       ? { 'pod-security.kubernetes.io/enforce': flags.podSecurity }
       : {};

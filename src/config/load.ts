@@ -10,6 +10,7 @@ import {
 import { parseValue } from './parse.ts';
 import { gatewayOptions } from './gateway-options.ts';
 import { identityOptions } from './identity-options.ts';
+import { iptablesOptions } from './iptables-options.ts';
 import { webhookOptions } from './webhook-options.ts';
 import { resolveValue, type TableSpec } from './resolve.ts';
 
@@ -110,7 +111,7 @@ const tableEnv = (table: Record<string, TableSpec<unknown>>): string[] =>
   Object.values(table).flatMap((s) => [s.env, ...(s.was?.env ? [s.was.env] : [])]);
 
 export const knownEnv: ReadonlySet<string> = new Set([
-  ...[options, gatewayOptions, identityOptions, webhookOptions].flatMap(tableEnv),
+  ...[options, gatewayOptions, identityOptions, webhookOptions, iptablesOptions].flatMap(tableEnv),
   ...NON_OPTION_ENV,
 ]);
 

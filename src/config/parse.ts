@@ -5,7 +5,13 @@ import { CidrError, parseCidr } from './cidr.ts';
  * A parser turns one raw string into a typed value or throws with what is allowed; `show` writes a
  * value back the way a user types it, for help and docs (a duration kept in ms shows as 30s).
  */
-export type Parser<T> = { parse(raw: string): T; allowed: string; show?(v: T): string };
+export type Parser<T> = {
+  parse(raw: string): T;
+  allowed: string;
+  show?(v: T): string;
+  /** What joins a repeated flag's values into the one string parse reads; a comma unless set. */
+  join?: string;
+};
 
 /** A refused value; the optional message says which part was wrong, after what is allowed. */
 export class ValueError extends Error {}
@@ -161,6 +167,25 @@ export const url = parser('an http:// or https:// URL', (raw) => {
     throw new ValueError();
   }
 });
+
+/** Paths, after one flag (-f a b) or repeated: NUL joins them, since a path may hold a comma, never NUL. */
+export const pathList: Parser<string[]> = {
+  allowed: "one or more paths ('-' for stdin)",
+  join: '\0',
+  parse: (raw) => {
+    const paths = raw.split('\0').filter((x) => x !== '');
+    if (paths.length === 0) throw new ValueError();
+    return paths;
+  },
+};
+
+export const namespaceName = parser(
+  'a namespace name (lower-case letters, digits and -, at most 63)',
+  (raw) => {
+    if (!validNamespace(raw)) throw new ValueError();
+    return raw;
+  },
+);
 
 /** Runs a parser and turns its failure into the one error shape users see. */
 export function parseValue<T>(p: Parser<T>, key: string, raw: string, origin: string): T {

@@ -9,7 +9,7 @@ import type { TableSpec } from './resolve.ts';
  */
 export const NO_ENV = '';
 
-export type PersonSpec<T> = TableSpec<T> & { describe: string };
+export type PersonSpec<T> = TableSpec<T> & { describe: string; repeatable?: boolean };
 
 export const person = <T>(o: Omit<PersonSpec<T>, 'env'>): PersonSpec<T> => ({ ...o, env: NO_ENV });
 
@@ -146,3 +146,27 @@ export const resolveOptions = {
   }),
 };
 export type ResolveConfig = { [K in keyof typeof resolveOptions]: (typeof resolveOptions)[K]['default'] };
+
+/** `outrigger inject`'s own options; the pod's shape comes from the sidecar's rows (src/cli/inject.ts). */
+export const injectOptions = {
+  filename: person<string[]>({
+    flag: '-f, --filename <file...>',
+    parser: p.pathList,
+    default: [],
+    describe: "manifest files or directories of them, '-' for stdin (required)",
+    repeatable: true,
+  }),
+  namespace: person({
+    flag: '-n, --namespace <ns>',
+    parser: p.namespaceName,
+    default: 'default',
+    describe: 'namespace of objects that name none',
+  }),
+  podSecurity: person<'privileged' | 'baseline' | 'restricted' | undefined>({
+    flag: '--pod-security <level>',
+    parser: p.oneOf('privileged', 'baseline', 'restricted'),
+    default: undefined,
+    describe: 'Pod Security level the target namespace enforces',
+  }),
+};
+export type InjectConfig = { [K in keyof typeof injectOptions]: (typeof injectOptions)[K]['default'] };

@@ -50,7 +50,12 @@ export function resolveValue<T>(
   const was = spec.was;
   const oldParser = was?.parser ?? spec.parser;
   if (flag !== undefined)
-    return parseValue(spec.parser, flagName(spec), Array.isArray(flag) ? flag.join(',') : flag, 'flag');
+    return parseValue(
+      spec.parser,
+      flagName(spec),
+      Array.isArray(flag) ? flag.join(spec.parser.join ?? ',') : flag,
+      'flag',
+    );
   if (oldFlag !== undefined && was?.flag) {
     const old = flagName({ flag: was.flag });
     deprecated(old, renamedTo(old, flagName(spec)));

@@ -168,7 +168,7 @@ describe('outrigger iptables --iptables-mode', () => {
   test('legacy loads the rules through the legacy backend, and only there', async (t) => {
     if (!requireNetns(t, ['iptables-legacy-restore'])) return;
     const ns = await createNetns('legacy', { t });
-    await ns.exec([node, main, 'iptables', '--iptables-mode', 'legacy', '--no-ipv6']);
+    await ns.exec([node, main, 'iptables', '--iptables-mode', 'legacy', '--ipv6', 'off']);
     const legacy = (await ns.exec(['iptables-legacy-save', '-t', 'nat'])).stdout;
     assert.match(legacy, /^-A OUTRIGGER_OUTPUT .*--uid-owner 2102 .*-j RETURN$/m);
     assert.match(legacy, /^-A OUTPUT .*-j OUTRIGGER_OUTPUT$/m);

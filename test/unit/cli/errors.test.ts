@@ -140,9 +140,23 @@ test('webhook certificate problems name the flag, the file and how to make one',
 });
 
 test('iptables that cannot apply (not root, or no iptables) suggests --dry-run', async () => {
-  const r = await runCli(['iptables', '--no-ipv6'], { env: { PATH: '/nonexistent' } });
+  const r = await runCli(['iptables', '--ipv6', 'off'], { env: { PATH: '/nonexistent' } });
   assert.equal(r.status, 1, r.stderr);
   assert.match(r.stderr, /--dry-run/);
+});
+
+test('iptables reads its own options from OUTRIGGER_* variables too, and --no-ipv6 for one release', async () => {
+  const dry = await runCli(['iptables'], { env: { OUTRIGGER_DRY_RUN: 'true', OUTRIGGER_IPV6: 'off' } });
+  assert.equal(dry.status, 0, dry.stderr);
+  assert.match(dry.stdout, /\(IPv4\)/);
+  assert.doesNotMatch(dry.stdout, /\(IPv6\)/);
+  const old = await runCli(['iptables', '--dry-run', '--no-ipv6']);
+  assert.equal(old.status, 0, old.stderr);
+  assert.doesNotMatch(old.stdout, /\(IPv6\)/);
+  assert.match(old.stderr, /--no-ipv6 is deprecated .* use --ipv6 off/);
+  const bad = await runCli(['iptables', '--dry-run'], { env: { OUTRIGGER_IPTABLES_MODE: 'bad' } });
+  assert.equal(bad.status, 2);
+  assert.match(bad.stderr, /OUTRIGGER_IPTABLES_MODE="bad": expected one of plain, nft, legacy/);
 });
 
 test("usage errors exit 2 in every command (commander's own too), runtime failures 1", async () => {

@@ -29,7 +29,7 @@ test('a table option of identity reads like every other table option', () => {
 });
 
 test('every option of a command that runs in a pod has an OUTRIGGER_* variable, as the README says', () => {
-  const inPod = new Set(['proxy', 'gateway', 'webhook', 'identity']);
+  const inPod = new Set(['proxy', 'gateway', 'webhook', 'identity', 'iptables']);
   const commands = buildCli().commands.filter((c) => inPod.has(c.name()));
   assert.equal(commands.length, inPod.size);
   for (const cmd of commands) {
@@ -40,7 +40,7 @@ test('every option of a command that runs in a pod has an OUTRIGGER_* variable, 
 });
 
 test('the commands a person runs take flags only: no OUTRIGGER_* variable, and their help says so', async () => {
-  for (const name of ['install', 'uninstall', 'check', 'version', 'status', 'demo', 'resolve']) {
+  for (const name of ['install', 'uninstall', 'check', 'version', 'status', 'demo', 'resolve', 'inject']) {
     const cmd = buildCli().commands.find((c) => c.name() === name)!;
     const help = cmd.helpInformation();
     assert.doesNotMatch(help, /env OUTRIGGER_/, name);
@@ -58,4 +58,14 @@ test('the commands a person runs take flags only: no OUTRIGGER_* variable, and t
   const r = await runCli(['install'], { env });
   assert.equal(r.status, 0, r.stderr);
   assert.doesNotMatch(r.stdout, /elsewhere|outrigger-gateway|outrigger-identity/);
+  // Nor what inject prints: the pod's shape comes from its flags and annotations.
+  const pod =
+    'apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers: [{name: app, image: nginx}]\n';
+  const plain = await runCli(['inject', '-f', '-'], { input: pod });
+  const shell = await runCli(['inject', '-f', '-'], {
+    input: pod,
+    env: { OUTRIGGER_PROXY_IMAGE: 'elsewhere/outrigger:9', OUTRIGGER_PROXY_CPU: '3' },
+  });
+  assert.equal(shell.status, 0, shell.stderr);
+  assert.equal(shell.stdout, plain.stdout);
 });
