@@ -8,6 +8,8 @@
 //   node scripts/bench/grpc.ts [--rounds 1] [--seconds 8] [--clients 10] [--streams 10] [--rate 1000]
 //        [--semi-space MB] [--profile DIR]   (--profile: Outrigger's closed loop only, under
 //        --cpu-prof, and its top frames per call)
+//        [--alloc outrigger|relay] [--top 30]   (--alloc: bytes allocated per call by allocating
+//        frame, from V8's sampling heap profiler, in Outrigger or in the bare relay)
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, createServer, type IncomingHttpHeaders } from 'node:http2';
@@ -15,6 +17,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { serviceYaml } from '../../test/harness/tracing-relay.ts';
 import { summarize, type CpuProfile } from './cpuprofile.ts';
+import { allocationTable, inspector, sampleAllocations } from './heap-sampling.ts';
 
 const args = process.argv.slice(2);
 const flag = (name: string, def: number): number => {
@@ -28,6 +31,8 @@ const RATE = flag('--rate', 1000);
 const SEMI_SPACE = flag('--semi-space', 4);
 const PROFILE = args.includes('--profile') ? args[args.indexOf('--profile') + 1] : undefined;
 const ROUNDS = flag('--rounds', 1);
+const ALLOC = args.includes('--alloc') ? args[args.indexOf('--alloc') + 1] : undefined;
+const INSPECTOR = 18186;
 const BACKEND = 18180;
 const HAPROXY = 18181;
 const RELAY = 18185;
@@ -98,8 +103,10 @@ async function main(): Promise<void> {
 
   const source = path.join(dir, 'services.yaml');
   writeFileSync(source, serviceYaml('rpc', 'bench', BACKEND, '10.96.0.61'));
+  const inspect = (who: string): string[] => (ALLOC === who ? [`--inspect=127.0.0.1:${INSPECTOR}`] : []);
   const outrigger = launch(process.execPath, [
     ...(PROFILE ? ['--cpu-prof', '--cpu-prof-dir', PROFILE] : []),
+    ...inspect('outrigger'),
     `--max-semi-space-size=${SEMI_SPACE}`,
     path.join(root, 'src/main.ts'),
     'proxy',
@@ -127,8 +134,14 @@ async function main(): Promise<void> {
   ];
   if (PROFILE) return profileOutrigger(outrigger, targets[3]!, body);
   await started(
-    launch(process.execPath, [`--max-semi-space-size=${SEMI_SPACE}`, import.meta.filename, '--relay']),
+    launch(process.execPath, [
+      ...inspect('relay'),
+      `--max-semi-space-size=${SEMI_SPACE}`,
+      import.meta.filename,
+      '--relay',
+    ]),
   );
+  if (ALLOC) return allocations(ALLOC === 'relay' ? targets[2]! : targets[3]!, body);
   const rows: string[] = [];
   // Alternate the order between rounds so that drift hits every target alike.
   const order = (round: number): typeof targets => (round % 2 === 0 ? targets : [...targets].reverse());
@@ -204,6 +217,28 @@ async function profileOutrigger(
   const profile = JSON.parse(readFileSync(path.join(PROFILE!, file), 'utf8')) as CpuProfile;
   const calls = Number(closed.rps) * SECONDS;
   process.stdout.write(`${closed.rps} calls/s closed loop\n\n${summarize(profile, calls, 30)}\n`);
+  process.exit(0);
+}
+
+/** Bytes allocated per call in the process under --alloc, over a closed loop after a warm-up. */
+async function allocations(
+  t: { name: string; port: number; authority: string },
+  body: string,
+): Promise<void> {
+  await ready(t.port, t.authority);
+  const closed = (): ReturnType<typeof h2load> =>
+    h2load(t.port, t.authority, body, ['-c', String(CLIENTS), '-m', String(STREAMS)]);
+  closed(); // warm-up: optimised code, sessions open
+  const call = await inspector(INSPECTOR);
+  let r: ReturnType<typeof h2load> | undefined;
+  const sites = await sampleAllocations(call, () => {
+    r = closed();
+  });
+  if (!r) throw new Error('h2load did not run');
+  const calls = Number(r.rps) * SECONDS;
+  process.stdout.write(
+    allocationTable(`${t.name}: ${r.rps} calls/s`, sites, calls, flag('--top', 30), false),
+  );
   process.exit(0);
 }
 
