@@ -22,13 +22,15 @@ export async function openDiscovery(
 }
 
 /**
- * --mesh-routes: the HTTPRoutes attached to Services, read on discovery's API connection;
- * undefined when off.
+ * --mesh-routes: the HTTPRoutes and GRPCRoutes attached to Services, read on discovery's API
+ * connection; undefined when off. A route that names a Service and cannot be applied is logged
+ * once (the sidecar writes no route status) and listed in /debug/routes.
  */
 export async function openMeshRoutes(
   config: Pick<Config, 'meshRoutes'>,
   discovery: Discovery,
   clock: Clock,
+  log: Logger,
 ): Promise<MeshRoutes | undefined> {
   if (!config.meshRoutes) return undefined;
   if (!discovery.reflectors)
@@ -41,11 +43,19 @@ export async function openMeshRoutes(
   // the snapshot holds it, as it holds the routes. kept.snapshot is set once the snapshot has
   // handed its routes over (their load builds the first table).
   const kept: { snapshot?: { changed(): void } } = {};
+  let rejected = new Set<string>();
   const routes = new MeshRoutes(
     discovery.reflectors,
     () => clock.now(),
     (table) => {
       kept.snapshot?.changed();
+      const now = new Set<string>();
+      for (const r of table.rejected()) {
+        const key = `${r.kind} ${r.route} ${r.reason}`;
+        now.add(key);
+        if (!rejected.has(key)) log.warn('mesh route not applied', { ...r });
+      }
+      rejected = now;
       for (const key of table.backends()) {
         const [namespace = '', name = ''] = key.split('/');
         void discovery.resolve({ namespace, name }, { waitMs: 0 });

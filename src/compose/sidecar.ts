@@ -26,7 +26,7 @@ export async function runSidecar(
   const clock = systemClock;
   const log = createLogger({ level: config.logLevel as LogLevel, base: { component: 'outrigger' } });
   const discovery = await openDiscovery(config, { clock, random: systemRandom, log, env });
-  const routes = await openMeshRoutes(config, discovery, clock).catch(async (e: unknown) => {
+  const routes = await openMeshRoutes(config, discovery, clock, log).catch(async (e: unknown) => {
     await discovery.close();
     throw e;
   });

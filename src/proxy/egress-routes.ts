@@ -5,6 +5,7 @@ import { normalisePath } from '../routes/path.ts';
 import type { Destination } from '../routing/router.ts';
 import { decide, decideNow, type Decision, type EgressPolicy } from './egress-plan.ts';
 import type { ForwardPlan } from './forward.ts';
+import { GrpcStatus } from './h2/grpc.ts';
 import type { ProxyErrorCode } from './status.ts';
 
 /** The HTTPRoutes a sidecar applies to its app's calls to Services (GAMMA). */
@@ -26,7 +27,7 @@ export interface CallView {
 
 /** A call's decision once routes have had their say: a route's request edit, or its redirect. */
 export type Routed =
-  | Extract<Decision, { kind: 'error' }>
+  | (Extract<Decision, { kind: 'error' }> & Pick<RouteError, 'grpcStatus'>)
   | (Extract<Decision, { kind: 'plan' }> & {
       edit?: (req: { url?: string | undefined; headers: Headers }) => void;
     })
@@ -56,11 +57,19 @@ export function applyRoutes(
   return now ? withRoute(now) : decide(policy, to, undefined, client).then(withRoute);
 }
 
+/** A call a route refuses; grpcStatus, when set, is a gRPC call's status instead of the code's. */
+interface RouteError {
+  kind: 'error';
+  code: ProxyErrorCode;
+  detail: string;
+  grpcStatus?: number;
+}
+
 /** What a route makes of a call to a Service port. */
 export type RouteStep =
   /** No route applies: the call goes to the Service as it would without routes. */
   | { kind: 'as_is' }
-  | { kind: 'error'; code: ProxyErrorCode; detail: string }
+  | RouteError
   | { kind: 'redirect'; status: number; location: string }
   | ({
       kind: 'routed';
@@ -75,7 +84,8 @@ const AS_IS: RouteStep = { kind: 'as_is' };
 /**
  * A call to Service `service` ("namespace/name") on `port`: the consumer routes of the caller's
  * namespace, else the Service's producer routes; the first match by the spec's precedence, its
- * filters, one backendRef by weight, its timeouts. Routes apply, and none matches: 404 no_route.
+ * filters, one backendRef by weight, its timeouts. Routes apply, and none matches: 404 no_route
+ * (a gRPC call's UNIMPLEMENTED).
  * Matches read the path normalised as the gateway does (RFC 3986), and the backend gets that path.
  */
 export function routeCall(routes: EgressRoutes, service: string, port: number, req: CallView): RouteStep {
@@ -88,7 +98,11 @@ export function routeCall(routes: EgressRoutes, service: string, port: number, r
   const found = table.lookup(service, port, routes.namespace, requestView(req, n.path));
   if (found.kind === 'none') return AS_IS;
   if (found.kind === 'no_match')
-    return { kind: 'error', code: 'no_route', detail: `no HTTPRoute rule for ${service} matches ${n.path}` };
+    return {
+      kind: 'error',
+      code: 'no_route',
+      detail: `no ${found.routes} rule for ${service} matches ${n.path}`,
+    };
   const host = String(req.headers.host ?? '').replace(/:\d+$/, '');
   const action = httpRouteAction(
     { rule: found.rule, listenerPort: port, ...(found.prefix === undefined ? {} : { prefix: found.prefix }) },
@@ -97,7 +111,13 @@ export function routeCall(routes: EgressRoutes, service: string, port: number, r
   );
   if (action.kind === 'redirect') return action;
   if (action.kind === 'invalid')
-    return { kind: 'error', code: 'route_backend_invalid', detail: action.detail };
+    return {
+      kind: 'error',
+      code: 'route_backend_invalid',
+      detail: action.detail,
+      // GRPCRoute's spec: a call drawn to an invalid backend is UNAVAILABLE (HTTPRoute's 500 is INTERNAL).
+      ...(found.rule.kind === 'GRPCRoute' ? { grpcStatus: GrpcStatus.UNAVAILABLE } : {}),
+    };
   const b = action.backend;
   return {
     kind: 'routed',

@@ -66,7 +66,7 @@ export function httpRouteAction(
   const at = { ...line, listenerPort: selected.listenerPort };
   if (rule.redirect) return { kind: 'redirect', ...redirectTo(rule.redirect, at, selected.prefix) };
   const chosen = pickBackend(selected.rule.backends, random);
-  const where = `HTTPRoute ${selected.rule.route} rule ${selected.rule.index}`;
+  const where = `${selected.rule.kind} ${selected.rule.route} rule ${selected.rule.index}`;
   if (!chosen) return { kind: 'invalid', detail: `${where} has no backend with a weight above 0` };
   if ('invalid' in chosen) return { kind: 'invalid', detail: `${where}: ${chosen.invalid.message}` };
   const own = planFilters(chosen.filters);

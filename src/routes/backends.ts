@@ -47,6 +47,7 @@ export function resolveBackend(
   ref: BackendRef,
   routeNamespace: string,
   grants: CrossNamespace,
+  routeKind = 'HTTPRoute',
 ): RouteBackend {
   const base = { weight: ref.weight, filters: ref.filters };
   const namespace = ref.namespace ?? routeNamespace;
@@ -65,7 +66,7 @@ export function resolveBackend(
       invalid: { reason: 'UnsupportedValue', message: `backendRef ${namespace}/${ref.name} has no port` },
     };
   }
-  const from = { group: GATEWAY_GROUP, kind: 'HTTPRoute', namespace: routeNamespace };
+  const from = { group: GATEWAY_GROUP, kind: routeKind, namespace: routeNamespace };
   if (
     namespace !== routeNamespace &&
     grants !== 'open' &&
@@ -75,7 +76,7 @@ export function resolveBackend(
       ...base,
       invalid: {
         reason: 'RefNotPermitted',
-        message: `no ReferenceGrant in ${namespace} allows HTTPRoutes of ${routeNamespace} to use Service ${ref.name}`,
+        message: `no ReferenceGrant in ${namespace} allows ${routeKind}s of ${routeNamespace} to use Service ${ref.name}`,
       },
     };
   }

@@ -1,6 +1,6 @@
 /**
  * The slice of Gateway API (gateway.networking.k8s.io/v1, standard channel) objects that routing
- * reads: GatewayClass, Gateway, HTTPRoute and ReferenceGrant. Slimmed objects keep the API's JSON
+ * reads: GatewayClass, Gateway, HTTPRoute, GRPCRoute and ReferenceGrant. Slimmed objects keep the API's JSON
  * shape (a subset of it, defaults filled in the way the CRDs' schemas default them), so a watch
  * event, a list item, a snapshot and a `kubectl get -o yaml` document decode the same way, and
  * slimming a slimmed object changes nothing.
@@ -167,6 +167,35 @@ export interface HTTPRoute {
   kind: 'HTTPRoute';
   metadata: RouteMeta;
   spec: { parentRefs: ParentRef[]; hostnames: string[]; rules: HTTPRouteRule[] };
+  status?: ReadStatus;
+}
+
+/**
+ * A GRPCRouteMatch's method: `type` Exact (the default) or RegularExpression; an empty service or
+ * method is left out, as "any".
+ */
+export interface GRPCMethodMatch {
+  type: string;
+  service?: string;
+  method?: string;
+}
+
+export interface GRPCRouteMatch {
+  method?: GRPCMethodMatch;
+  headers: ValueMatch[];
+}
+
+export interface GRPCRouteRule {
+  name?: string;
+  matches: GRPCRouteMatch[];
+  filters: Filter[];
+  backendRefs: BackendRef[];
+}
+
+export interface GRPCRoute {
+  kind: 'GRPCRoute';
+  metadata: RouteMeta;
+  spec: { parentRefs: ParentRef[]; hostnames: string[]; rules: GRPCRouteRule[] };
   status?: ReadStatus;
 }
 
@@ -379,15 +408,26 @@ function slimBackendRef(raw: unknown): BackendRef {
 
 const DEFAULT_MATCH: RouteMatch = { path: { type: 'PathPrefix', value: '/' }, headers: [], queryParams: [] };
 
-function slimRule(raw: unknown): HTTPRouteRule {
-  const r = obj(raw);
-  const t = r.timeouts === undefined ? undefined : obj(r.timeouts);
+/** What rules of every route kind have; a rule without matches has `all`, which matches everything. */
+function slimRuleCommon<M>(
+  r: Record<string, unknown>,
+  slimMatch: (raw: unknown) => M,
+  all: M,
+): { name?: string; matches: M[]; filters: Filter[]; backendRefs: BackendRef[] } {
   const matches = arr(r.matches).map(slimMatch);
   return {
     ...opt('name', str(r.name)),
-    matches: matches.length > 0 ? matches : [DEFAULT_MATCH],
+    matches: matches.length > 0 ? matches : [all],
     filters: arr(r.filters).map(slimFilter),
     backendRefs: arr(r.backendRefs).map(slimBackendRef),
+  };
+}
+
+function slimRule(raw: unknown): HTTPRouteRule {
+  const r = obj(raw);
+  const t = r.timeouts === undefined ? undefined : obj(r.timeouts);
+  return {
+    ...slimRuleCommon(r, slimMatch, DEFAULT_MATCH),
     ...opt(
       'timeouts',
       t && { ...opt('request', str(t.request)), ...opt('backendRequest', str(t.backendRequest)) },
@@ -395,27 +435,72 @@ function slimRule(raw: unknown): HTTPRouteRule {
   };
 }
 
-export function slimHTTPRoute(raw: unknown, namespace?: string): HTTPRoute {
+/** What every route kind's spec has: parentRefs (defaulting to a Gateway) and hostnames. */
+function slimCommonSpec(s: Record<string, unknown>): { parentRefs: ParentRef[]; hostnames: string[] } {
+  return {
+    parentRefs: arr(s.parentRefs).map((p) => {
+      const r = obj(p);
+      return {
+        ...slimRef(r, GATEWAY_GROUP, 'Gateway'),
+        ...opt('sectionName', str(r.sectionName)),
+        ...opt('port', num(r.port)),
+      };
+    }),
+    hostnames: arr(s.hostnames).flatMap((h) => (typeof h === 'string' ? [h.toLowerCase()] : [])),
+  };
+}
+
+/** A route's metadata and spec; a route without rules has the one an empty rule slims to. */
+function slimRoute<K extends string, R>(
+  kind: K,
+  raw: unknown,
+  namespace: string | undefined,
+  slimRule: (raw: unknown) => R,
+): {
+  kind: K;
+  metadata: RouteMeta;
+  spec: { parentRefs: ParentRef[]; hostnames: string[]; rules: R[] };
+  status?: ReadStatus;
+} {
   const o = obj(raw);
   const s = obj(o.spec);
   const rules = arr(s.rules).map(slimRule);
   return {
-    kind: 'HTTPRoute',
+    kind,
     metadata: slimMeta(o.metadata, namespace),
-    spec: {
-      parentRefs: arr(s.parentRefs).map((p) => {
-        const r = obj(p);
-        return {
-          ...slimRef(r, GATEWAY_GROUP, 'Gateway'),
-          ...opt('sectionName', str(r.sectionName)),
-          ...opt('port', num(r.port)),
-        };
-      }),
-      hostnames: arr(s.hostnames).flatMap((h) => (typeof h === 'string' ? [h.toLowerCase()] : [])),
-      rules: rules.length > 0 ? rules : [{ matches: [DEFAULT_MATCH], filters: [], backendRefs: [] }],
-    },
+    spec: { ...slimCommonSpec(s), rules: rules.length > 0 ? rules : [slimRule({})] },
     ...opt('status', slimStatus(o.status)),
   };
+}
+
+export function slimHTTPRoute(raw: unknown, namespace?: string): HTTPRoute {
+  return slimRoute('HTTPRoute', raw, namespace, slimRule);
+}
+
+function slimGRPCMatch(raw: unknown): GRPCRouteMatch {
+  const m = obj(raw);
+  const method = m.method === undefined || m.method === null ? undefined : obj(m.method);
+  // An empty service or method means "any", as an absent one does.
+  const named = (v: unknown): string | undefined => str(v) || undefined;
+  return {
+    ...opt(
+      'method',
+      method && {
+        type: str(method.type) ?? 'Exact',
+        ...opt('service', named(method.service)),
+        ...opt('method', named(method.method)),
+      },
+    ),
+    headers: slimValueMatches(m.headers),
+  };
+}
+
+const MATCH_ALL_GRPC: GRPCRouteMatch = { headers: [] };
+
+const slimGRPCRule = (raw: unknown): GRPCRouteRule => slimRuleCommon(obj(raw), slimGRPCMatch, MATCH_ALL_GRPC);
+
+export function slimGRPCRoute(raw: unknown, namespace?: string): GRPCRoute {
+  return slimRoute('GRPCRoute', raw, namespace, slimGRPCRule);
 }
 
 export function slimReferenceGrant(raw: unknown, namespace?: string): ReferenceGrant {

@@ -1,10 +1,22 @@
 import { resolveBackend, type CrossNamespace, type RouteBackend } from './backends.ts';
 import { parseDuration } from './duration.ts';
-import { compareRanks, compileMatch, type CompiledMatch } from './match.ts';
-import { routeKey, type Filter, type HTTPRoute, type HTTPRouteRule } from './objects.ts';
+import { compileGrpcMatch } from './grpc-match.ts';
+import { compareRanks, compileMatch, type Compiled, type CompiledMatch } from './match.ts';
+import {
+  routeKey,
+  type BackendRef,
+  type Filter,
+  type GRPCRoute,
+  type HTTPRoute,
+  type HTTPRouteRule,
+  type RouteMeta,
+} from './objects.ts';
+
+export type RouteKind = 'HTTPRoute' | 'GRPCRoute';
 
 export interface CompiledRule {
-  /** "namespace/name" of the HTTPRoute. */
+  kind: RouteKind;
+  /** "namespace/name" of the route. */
   route: string;
   index: number;
   filters: Filter[];
@@ -55,24 +67,48 @@ export function byPrecedence(a: RankedMatch, b: RankedMatch): number {
  * Anything unsupported rejects the whole route (UnsupportedValue), so nothing of it is served.
  */
 export function compileRules(route: HTTPRoute, grants: CrossNamespace): CompiledRules {
+  return compileWith(route, grants, compileMatch, FILTERS);
+}
+
+/** A GRPCRoute's rules, to the same model: its matches (grpc-match.ts), its two header filters. */
+export function compileGrpcRules(route: GRPCRoute, grants: CrossNamespace): CompiledRules {
+  return compileWith(route, grants, compileGrpcMatch, GRPC_FILTERS);
+}
+
+interface RuleSource<M> {
+  matches: M[];
+  filters: Filter[];
+  backendRefs: BackendRef[];
+  timeouts?: HTTPRouteRule['timeouts'];
+}
+
+function compileWith<M>(
+  route: { kind: RouteKind; metadata: RouteMeta; spec: { rules: RuleSource<M>[] } },
+  grants: CrossNamespace,
+  compile: (m: M) => Compiled,
+  supported: ReadonlySet<string>,
+): CompiledRules {
   const key = routeKey(route.metadata);
   const rules: RuleMatches[] = [];
   for (const [index, r] of route.spec.rules.entries()) {
     const matches: CompiledMatch[] = [];
     for (const m of r.matches) {
-      const c = compileMatch(m);
+      const c = compile(m);
       if ('unsupported' in c) return { unsupported: `rule ${index}: ${c.unsupported} is not supported` };
       matches.push(c.match);
     }
     const badFilter = [...r.filters, ...r.backendRefs.flatMap((b) => b.filters)].find(
-      (f) => !FILTERS.has(f.type),
+      (f) => !supported.has(f.type),
     );
     if (badFilter) return { unsupported: `rule ${index}: filter ${badFilter.type} is not supported` };
-    const backends = r.backendRefs.map((b) => resolveBackend(b, route.metadata.namespace, grants));
+    const backends = r.backendRefs.map((b) =>
+      resolveBackend(b, route.metadata.namespace, grants, route.kind),
+    );
     const timeouts = compileTimeouts(r.timeouts);
     if ('unsupported' in timeouts) return { unsupported: `rule ${index}: ${timeouts.unsupported}` };
     rules.push({
       rule: {
+        kind: route.kind,
         route: key,
         index,
         filters: r.filters,
@@ -108,3 +144,6 @@ export const FILTERS: ReadonlySet<string> = new Set([
   'RequestRedirect',
   'URLRewrite',
 ]);
+
+/** GRPCRoute's header filters; RequestMirror and ExtensionRef make the route UnsupportedValue. */
+const GRPC_FILTERS: ReadonlySet<string> = new Set(['RequestHeaderModifier', 'ResponseHeaderModifier']);

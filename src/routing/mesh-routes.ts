@@ -1,8 +1,15 @@
 import { ObjectSet, type SetChange } from '../discovery/object-set.ts';
 import type { Reflector } from '../discovery/reflector.ts';
 import type { NewReflector } from '../discovery/reflectors.ts';
-import { MeshRouteTable } from '../routes/mesh.ts';
-import { routeKey, slimHTTPRoute, type HTTPRoute, type RouteMeta } from '../routes/objects.ts';
+import { MeshRouteTable, type RejectedRoute } from '../routes/mesh.ts';
+import {
+  routeKey,
+  slimGRPCRoute,
+  slimHTTPRoute,
+  type GRPCRoute,
+  type HTTPRoute,
+  type RouteMeta,
+} from '../routes/objects.ts';
 
 const GROUP = '/apis/gateway.networking.k8s.io/v1';
 
@@ -18,24 +25,30 @@ const keyed =
 
 /** What /debug/routes and the readiness detail show of the sidecar's routes. */
 export interface MeshRoutesStatus {
-  /** The collection listed once. */
+  /** Both collections listed once. */
   listed: boolean;
   httpRoutes: number;
+  grpcRoutes: number;
   /** Services that some route names as its parent. */
   services: number;
+  /** Routes naming a Service that are not applied (an unsupported match or filter), and why. */
+  rejected: readonly RejectedRoute[];
   stale: { collection: string; reason: string; since: number }[];
 }
 
 /**
- * The HTTPRoutes that a sidecar applies to its app's calls: GAMMA routes, whose parentRef is a
+ * The HTTPRoutes and GRPCRoutes that a sidecar applies to its app's calls: GAMMA routes, whose parentRef is a
  * Service (their backendRefs in other namespaces need no ReferenceGrant: routes/mesh.ts). Read from every namespace,
  * since a call's producer routes live in the Service's namespace and its consumer routes in the
  * caller's. Under the last-known-good rules of every collection read from the API (ObjectSet): a
  * failed or partial read removes no route; the table is rebuilt aside and swapped whole on a change
- * of data, never on a status write's echo.
+ * of data, never on a status write's echo. Each kind is its own collection: a cluster without one
+ * CRD (or a sidecar not allowed to list it) has the other's routes applied, and retries the
+ * missing one with backoff.
  */
 export class MeshRoutes {
   readonly #routes: ObjectSet<HTTPRoute>;
+  readonly #grpcRoutes: ObjectSet<GRPCRoute>;
   readonly #reflectors: Reflector[];
   readonly #onTable: (table: MeshRouteTable) => void;
   #table = new MeshRouteTable({ routes: [] });
@@ -47,7 +60,11 @@ export class MeshRoutes {
       if (change === 'data') this.#rebuild();
     };
     this.#routes = new ObjectSet(keyed(slimHTTPRoute), changed, now);
-    this.#reflectors = [reflector('httproutes', `${GROUP}/httproutes`, {}, this.#routes)];
+    this.#grpcRoutes = new ObjectSet(keyed(slimGRPCRoute), changed, now);
+    this.#reflectors = [
+      reflector('httproutes', `${GROUP}/httproutes`, {}, this.#routes),
+      reflector('grpcroutes', `${GROUP}/grpcroutes`, {}, this.#grpcRoutes),
+    ];
   }
 
   start(): void {
@@ -63,18 +80,23 @@ export class MeshRoutes {
   }
 
   status(): MeshRoutesStatus {
-    const failure = this.#routes.failure;
+    const sets = [
+      ['httproutes', this.#routes],
+      ['grpcroutes', this.#grpcRoutes],
+    ] as const;
     return {
-      listed: this.#routes.listed,
+      listed: sets.every(([, set]) => set.listed),
       httpRoutes: this.#routes.items.size,
+      grpcRoutes: this.#grpcRoutes.items.size,
       services: this.#table.services(),
-      stale: failure ? [{ collection: 'httproutes', ...failure }] : [],
+      rejected: this.#table.rejected(),
+      stale: sets.flatMap(([collection, set]) => (set.failure ? [{ collection, ...set.failure }] : [])),
     };
   }
 
   /** The objects as JSON text, for the snapshot. */
   collect(): string[] {
-    return [...this.#routes.items.values()].map((v) => JSON.stringify(v));
+    return [...this.#routes.items.values(), ...this.#grpcRoutes.items.values()].map((v) => JSON.stringify(v));
   }
 
   /**
@@ -83,17 +105,23 @@ export class MeshRoutes {
    */
   load(texts: readonly string[]): void {
     const routes: [string, HTTPRoute][] = [];
+    const grpcRoutes: [string, GRPCRoute][] = [];
     for (const t of texts) {
       const raw = JSON.parse(t) as { kind?: unknown } | null;
       if (raw?.kind === 'HTTPRoute') routes.push(keyedEntry(slimHTTPRoute(raw)));
+      if (raw?.kind === 'GRPCRoute') grpcRoutes.push(keyedEntry(slimGRPCRoute(raw)));
     }
     // An empty collection in the file is as much last-known-good as a full one.
     this.#routes.load(routes);
+    this.#grpcRoutes.load(grpcRoutes);
     this.#rebuild();
   }
 
   #rebuild(): void {
-    this.#table = new MeshRouteTable({ routes: this.#routes.items.values() });
+    this.#table = new MeshRouteTable({
+      routes: this.#routes.items.values(),
+      grpcRoutes: this.#grpcRoutes.items.values(),
+    });
     this.#onTable(this.#table);
   }
 }

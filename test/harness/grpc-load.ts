@@ -3,13 +3,27 @@
 // them. MODE "direct" dials the egress listener with :authority TARGET (prior-knowledge h2c);
 // "connect" sets grpc_proxy to the egress listener and dials TARGET through CONNECT; "plain" dials
 // TARGET itself (transparent capture).
+// METADATA, a JSON object, is sent with every unary call.
 // Prints a JSON summary on stdout. Bounded: N calls, each with a 10 s deadline.
-// usage: node grpc-load.ts MODE EGRESS_PORT TARGET N INTERVAL_MS STREAM_MESSAGES
+// usage: node grpc-load.ts MODE EGRESS_PORT TARGET N INTERVAL_MS STREAM_MESSAGES [METADATA]
 import { setTimeout as delay } from 'node:timers/promises';
 import { grpc, testService, unary, type Msg, type TestClient } from './grpc.ts';
 
-const [mode = 'direct', egress = '7400', target = '', nText = '0', intervalText = '0', streamText = '0'] =
-  process.argv.slice(2);
+const [
+  mode = 'direct',
+  egress = '7400',
+  target = '',
+  nText = '0',
+  intervalText = '0',
+  streamText = '0',
+  metadataText = '{}',
+] = process.argv.slice(2);
+const sent = Object.entries(JSON.parse(metadataText) as Record<string, string>);
+const metadata = (): grpc.Metadata => {
+  const md = new grpc.Metadata();
+  for (const [k, v] of sent) md.set(k, v);
+  return md;
+};
 const Client = grpc.makeGenericClientConstructor(testService, 'TestService');
 let client: TestClient;
 if (mode === 'connect') {
@@ -49,7 +63,7 @@ const callers: Record<string, number> = {};
 const failures: { at: number; code: number; details: string }[] = [];
 const start = Date.now();
 for (let i = 0; i < Number(nText); i++) {
-  const r = await unary(client, { text: `c${i}` } satisfies Msg, new grpc.Metadata(), {
+  const r = await unary(client, { text: `c${i}` } satisfies Msg, metadata(), {
     deadline: Date.now() + 10_000,
   });
   if (r.error) failures.push({ at: Date.now() - start, code: r.error.code, details: r.error.details });

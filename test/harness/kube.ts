@@ -48,6 +48,7 @@ const resources: Record<string, { prefix: string; plural: string; namespaced: bo
   GatewayClass: { prefix: '/apis/gateway.networking.k8s.io/v1', plural: 'gatewayclasses', namespaced: false },
   Gateway: { prefix: '/apis/gateway.networking.k8s.io/v1', plural: 'gateways', namespaced: true },
   HTTPRoute: { prefix: '/apis/gateway.networking.k8s.io/v1', plural: 'httproutes', namespaced: true },
+  GRPCRoute: { prefix: '/apis/gateway.networking.k8s.io/v1', plural: 'grpcroutes', namespaced: true },
   ReferenceGrant: {
     prefix: '/apis/gateway.networking.k8s.io/v1',
     plural: 'referencegrants',

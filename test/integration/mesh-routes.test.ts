@@ -6,13 +6,17 @@
 //   2. the API server stopped: every route still applies (last-known-good), also from a sidecar
 //      restarted during the outage (its snapshot);
 //   3. the API server back: a route change is applied.
+// GRPCRoutes alike, on real grpc-js calls (prior-knowledge h2c through the egress): a method match
+// with a header before a service match's 1:1 split, an HTTPRoute on the same port not applied,
+// UNIMPLEMENTED for an unmatched method; all of it with the API server stopped and from a sidecar
+// restarted then.
 // And without the CRDs: the sidecar is ready and serves, and applies routes once they are installed.
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
-import { podEnv, type PodEnv } from '../harness/data-path.ts';
-import { createService, createSlice, waitFor } from '../harness/discovery.ts';
+import { podEnv, type PodEnv, type Sidecar } from '../harness/data-path.ts';
+import { createService, createSlice, sliceObject, waitFor } from '../harness/discovery.ts';
 import { startCluster } from '../harness/cluster.ts';
 import {
   backendTo,
@@ -21,6 +25,7 @@ import {
   httpRoute,
   installGatewayApi,
 } from '../harness/gateway-api.ts';
+import type { TestCluster } from '../harness/cluster.ts';
 import { requireNetns } from '../harness/netns.ts';
 
 const V1 = '10.244.0.61';
@@ -48,13 +53,53 @@ async function routesApplied(pod: PodEnv, ns: string, checkoutTo = V2): Promise<
     assert.equal((await pod.get(`http://other.${ns}/`)).body, OTHER, 'no route: the Service as it is');
 }
 
-test("HTTPRoutes attached to a Service apply to the app's calls, through an API outage and after", async (t) => {
-  const env = await gatewayApiCluster(t, 'gamma');
-  if (!env) return;
-  const { cluster, ns } = env;
-  const admin = cluster.admin;
-  const pod = await podEnv(cluster, ns);
+/** A cluster with the Gateway API CRDs, a fresh namespace and a pod there; undefined on a skip. */
+async function meshPod(
+  t: TestContext,
+  prefix: string,
+): Promise<{ cluster: TestCluster; ns: string; pod: PodEnv } | undefined> {
+  const env = await gatewayApiCluster(t, prefix);
+  if (!env) return undefined;
+  const pod = await podEnv(env.cluster, env.ns);
   t.after(() => pod.close());
+  return { ...env, pod };
+}
+
+/** /debug/routes of the sidecar. */
+async function routesStatus(
+  pod: PodEnv,
+): Promise<{ httpRoutes: number; grpcRoutes: number; stale: { collection: string }[] }> {
+  return JSON.parse((await pod.admin('/debug/routes')).body) as Awaited<ReturnType<typeof routesStatus>>;
+}
+
+/**
+ * Stops the API server once the sidecar's snapshot holds its routes; `applied` must pass then, and
+ * again from the sidecar restarted during the outage, whose routes are served stale. Returns the
+ * restarted sidecar; the API server stays stopped.
+ */
+async function throughOutage(
+  cluster: TestCluster,
+  pod: PodEnv,
+  sidecar: Sidecar,
+  applied: () => Promise<void>,
+): Promise<Sidecar> {
+  await waitFor('snapshot written', () => existsSync(pod.snapshot), 15_000);
+  await delay(2_500); // the debounced writer has caught up with the last change
+  await cluster.apiserverStop();
+  await applied();
+  await sidecar.stop('SIGTERM');
+  const restarted = await pod.startSidecar(['--mesh-routes', 'true']);
+  await waitFor('restarted sidecar ready', async () => (await pod.admin('/readyz')).status === 200, 30_000);
+  assert.ok((await routesStatus(pod)).stale.length > 0, 'served as stale during the outage');
+  await applied();
+  return restarted;
+}
+
+test("HTTPRoutes attached to a Service apply to the app's calls, through an API outage and after", async (t) => {
+  const env = await meshPod(t, 'gamma');
+  if (!env) return;
+  const { cluster, ns, pod } = env;
+  const admin = cluster.admin;
   for (const [name, ip] of [
     ['web', V1],
     ['web-v2', V2],
@@ -86,24 +131,8 @@ test("HTTPRoutes attached to a Service apply to the app's calls, through an API 
   await t.test(
     'the API server stopped: every route still applies, also from a sidecar restarted during the outage',
     async () => {
-      await waitFor('snapshot written', () => existsSync(pod.snapshot), 15_000);
-      await delay(2_500); // the debounced writer has caught up with the last change
-      await cluster.apiserverStop();
-      await routesApplied(pod, ns);
-      await sidecar.stop('SIGTERM');
-      sidecar = await pod.startSidecar(['--mesh-routes', 'true']);
-      await waitFor(
-        'restarted sidecar ready',
-        async () => (await pod.admin('/readyz')).status === 200,
-        30_000,
-      );
-      const status = JSON.parse((await pod.admin('/debug/routes')).body) as {
-        httpRoutes: number;
-        stale: unknown[];
-      };
-      assert.equal(status.httpRoutes, 1, 'the route from the snapshot');
-      assert.ok(status.stale.length > 0, 'served as stale during the outage');
-      await routesApplied(pod, ns);
+      sidecar = await throughOutage(cluster, pod, sidecar, () => routesApplied(pod, ns));
+      assert.equal((await routesStatus(pod)).httpRoutes, 1, 'the route from the snapshot');
     },
   );
 
@@ -120,6 +149,103 @@ test("HTTPRoutes attached to a Service apply to the app's calls, through an API 
     );
     await routesApplied(pod, ns, V1);
   });
+});
+
+const RPC = { a: '10.244.0.71', b: '10.244.0.72', c: '10.244.0.73' };
+const RPC_PORT = 9000;
+
+/** A Service whose port 9000 has one gRPC backend; no appProtocol, as the conformance suite's. */
+async function grpcService(admin: TestCluster['admin'], ns: string, name: string, ip: string): Promise<void> {
+  const port = { name: 'grpc', port: RPC_PORT, protocol: 'TCP' };
+  await admin.apply({
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name, namespace: ns },
+    spec: { ports: [{ ...port, targetPort: RPC_PORT }] },
+  });
+  await admin.apply({ ...sliceObject(ns, name, `${name}-a`, [ip]), ports: [port] });
+}
+
+const rpcTo = (name: string, weight = 1) => ({ name, port: RPC_PORT, weight });
+
+/** Every GRPCRoute rule read off real grpc-js calls through the sidecar. */
+async function grpcRoutesApplied(pod: PodEnv, ns: string): Promise<void> {
+  const target = `rpc.${ns}:${RPC_PORT}`;
+  const split = await pod.grpcCalls(target, 60);
+  assert.equal(split.failed, 0, JSON.stringify(split.failures));
+  assert.deepEqual(Object.keys(split.byServer).sort(), [`${RPC.a}:${RPC_PORT}`, `${RPC.b}:${RPC_PORT}`]);
+  for (const n of Object.values(split.byServer))
+    assert.ok(n >= 10, `a 1:1 split: ${JSON.stringify(split.byServer)}`);
+  const canary = await pod.grpcCalls(target, 10, { 'x-canary': '1' });
+  assert.deepEqual(canary.byServer, { [`${RPC.c}:${RPC_PORT}`]: 10 }, 'service+method and a header first');
+  assert.deepEqual(await pod.grpcCall(target, '/grpc.health.v1.Health/Check'), {
+    grpcStatus: '12',
+    error: 'no_route',
+  });
+}
+
+test("GRPCRoutes attached to a Service apply to the app's gRPC calls, before its HTTPRoutes, through an API outage", async (t) => {
+  const env = await meshPod(t, 'gamma-grpc');
+  if (!env) return;
+  const { cluster, ns, pod } = env;
+  const admin = cluster.admin;
+  for (const [name, ip] of [
+    ['rpc', RPC.a],
+    ['rpc-a', RPC.a],
+    ['rpc-b', RPC.b],
+    ['rpc-c', RPC.c],
+  ] as const)
+    await grpcService(admin, ns, name, ip);
+  for (const ip of Object.values(RPC)) await pod.startGrpcBackend(ip, RPC_PORT);
+  const parentRefs = [{ group: '', kind: 'Service', name: 'rpc', port: RPC_PORT }];
+  await admin.apply({
+    apiVersion: 'gateway.networking.k8s.io/v1',
+    kind: 'GRPCRoute',
+    metadata: { name: 'rpc-split', namespace: ns },
+    spec: {
+      parentRefs,
+      rules: [
+        {
+          matches: [{ method: { service: 'outrigger.v1.TestService' } }],
+          backendRefs: [rpcTo('rpc-a'), rpcTo('rpc-b')],
+        },
+        {
+          matches: [
+            {
+              method: { service: 'outrigger.v1.TestService', method: 'Unary' },
+              headers: [{ name: 'x-canary', value: '1' }],
+            },
+          ],
+          backendRefs: [rpcTo('rpc-c')],
+        },
+      ],
+    },
+  });
+  // On the same Service port: GRPCRoutes are applied there, never this.
+  await admin.apply(httpRoute(ns, 'rpc-http', { parentRefs, rules: [{ backendRefs: [rpcTo('rpc-c')] }] }));
+  let sidecar = await pod.startSidecar(['--mesh-routes', 'true']);
+  t.after(() => sidecar.stop('SIGKILL'));
+  await waitFor('sidecar ready', async () => (await pod.admin('/readyz')).status === 200, 30_000);
+  await waitFor(
+    'the route applied',
+    async () =>
+      (await pod.grpcCall(`rpc.${ns}:${RPC_PORT}`, '/grpc.health.v1.Health/Check')).error === 'no_route',
+    30_000,
+  );
+
+  await t.test('a 1:1 split, a method and header match before it, none matching UNIMPLEMENTED', async () => {
+    await grpcRoutesApplied(pod, ns);
+    const status = await routesStatus(pod);
+    assert.deepEqual([status.grpcRoutes, status.httpRoutes, status.stale], [1, 1, []]);
+  });
+
+  await t.test(
+    'the API server stopped: the routes still apply, also from a sidecar restarted then',
+    async () => {
+      sidecar = await throughOutage(cluster, pod, sidecar, () => grpcRoutesApplied(pod, ns));
+      assert.equal((await routesStatus(pod)).grpcRoutes, 1, 'the GRPCRoute from the snapshot');
+    },
+  );
 });
 
 test('without the Gateway API CRDs a sidecar with mesh routes is ready and calls Services as before; the CRDs installed later, routes apply', async (t) => {
@@ -150,7 +276,7 @@ test('without the Gateway API CRDs a sidecar with mesh routes is ready and calls
   assert.equal(status.listed, false, 'no HTTPRoute collection to list');
   assert.deepEqual(
     status.stale.map((s) => s.collection),
-    ['httproutes'],
+    ['httproutes', 'grpcroutes'],
   );
 
   await installGatewayApi(admin);

@@ -126,7 +126,7 @@ export class H2Forwarder {
         case 'response':
           replay?.connected();
           done(outcomeOf(r.headers, r.endStream));
-          return this.#relay(call, r, signal);
+          return this.#relay(call, r, signal, plan.editResponse);
         case 'connect_failure':
           done('connect_failure');
           continue;
@@ -262,7 +262,13 @@ export class H2Forwarder {
   }
 
   /** The upstream response, body and trailers downstream; resolves when the call has ended. */
-  #relay(call: H2Call, r: Extract<Attempt, { kind: 'response' }>, signal: Deadline): Promise<H2Result> {
+  /** edit: a route's response header filters, on the response headers (of a Trailers-Only answer too). */
+  #relay(
+    call: H2Call,
+    r: Extract<Attempt, { kind: 'response' }>,
+    signal: Deadline,
+    edit: ForwardPlan['editResponse'],
+  ): Promise<H2Result> {
     const { down } = call;
     const { up } = r;
     const status = Number(r.headers[':status'] ?? 502);
@@ -302,12 +308,14 @@ export class H2Forwarder {
         finish();
       });
       try {
+        const headers = copyHeaders(r.headers);
+        edit?.(headers);
         if (r.endStream) {
           // Trailers-Only: one HEADERS frame with END_STREAM, kept as it came.
-          down.respond(copyHeaders(r.headers), { endStream: true });
+          down.respond(headers, { endStream: true });
           return;
         }
-        down.respond(copyHeaders(r.headers), { waitForTrailers: true });
+        down.respond(headers, { waitForTrailers: true });
       } catch {
         // A header Node refuses to write fails this call, not the process.
         up.close(NGHTTP2_CANCEL);

@@ -17,7 +17,15 @@ import { GrpcStatus, isGrpc, parseGrpcTimeout } from './grpc.ts';
  * destination; ingress: the app), so both directions share everything else.
  */
 export type H2Route =
-  | { kind: 'error'; code: ProxyErrorCode; detail: string; service?: string; stale?: boolean }
+  | {
+      kind: 'error';
+      code: ProxyErrorCode;
+      detail: string;
+      service?: string;
+      stale?: boolean;
+      /** A gRPC call's status, when not the code's own (a GRPCRoute's invalid backend: UNAVAILABLE). */
+      grpcStatus?: number;
+    }
   /** A route's RequestRedirect, answered at once. */
   | { kind: 'redirect'; status: number; location: string }
   | {
@@ -82,7 +90,8 @@ export class H2Handler {
     }
     if (route.service) hop.setService(route.service);
     if (route.stale) hop.setStale(true);
-    if (route.kind === 'error') return this.#refuse(ctx, grpc, hop, route.code, route.detail, route.service);
+    if (route.kind === 'error')
+      return this.#refuse(ctx, grpc, hop, route.code, route.detail, route.service, route.grpcStatus);
     const up = requestHeaders(headers, ctx.socket.remoteAddress);
     route.headers?.(up);
     const r = await this.#o.forwarder.forward(
@@ -110,14 +119,9 @@ export class H2Handler {
     code: ProxyErrorCode,
     detail: string,
     service?: string,
+    grpcStatus: number | undefined = code === 'bad_request' ? GrpcStatus.INTERNAL : undefined,
   ): void {
-    const h = answerError(
-      ctx.stream,
-      grpc,
-      code,
-      detail,
-      code === 'bad_request' ? GrpcStatus.INTERNAL : undefined,
-    );
+    const h = answerError(ctx.stream, grpc, code, detail, grpcStatus);
     this.#problems.warn(`${code}\u0000${service ?? ''}`, `${this.#o.direction} stream refused`, {
       service,
       code,

@@ -3,7 +3,8 @@ import type { IncomingMessage } from 'node:http';
 import { test } from 'node:test';
 import { routeCall, type EgressRoutes } from '../../../src/proxy/egress-routes.ts';
 import { MeshRouteTable } from '../../../src/routes/mesh.ts';
-import { slimHTTPRoute } from '../../../src/routes/objects.ts';
+import { GrpcStatus } from '../../../src/proxy/h2/grpc.ts';
+import { slimGRPCRoute, slimHTTPRoute } from '../../../src/routes/objects.ts';
 
 const route = (rules: unknown[]) =>
   slimHTTPRoute({
@@ -86,5 +87,63 @@ test('routes apply and none matches: 404 no_route; an ambiguous path: 400; a red
     kind: 'redirect',
     status: 302,
     location: 'http://web/new',
+  });
+});
+
+test('a GRPCRoute on the port: its method match and weights; an invalid backend is UNAVAILABLE, no match UNIMPLEMENTED', () => {
+  const grpc = slimGRPCRoute({
+    metadata: { namespace: 'shop', name: 'rpc' },
+    spec: {
+      parentRefs: [{ group: '', kind: 'Service', name: 'web', port: 80 }],
+      rules: [
+        {
+          matches: [{ method: { service: 'shop.v1.Cart', method: 'Add' } }],
+          filters: [
+            {
+              type: 'RequestHeaderModifier',
+              requestHeaderModifier: { add: [{ name: 'x-rule', value: 'add' }] },
+            },
+          ],
+          backendRefs: [to('cart-v1', 1), to('cart-v2', 1)],
+        },
+        {
+          matches: [{ method: { service: 'shop.v1.Cart', method: 'Remove' } }],
+          backendRefs: [{ name: 'no-port' }],
+        },
+      ],
+    },
+  });
+  const at = (draw: number): EgressRoutes => {
+    const table = new MeshRouteTable({
+      routes: [route([{ backendRefs: [to('http')] }])],
+      grpcRoutes: [grpc],
+    });
+    return { table: () => table, namespace: 'shop', clusterDomain: 'cluster.local', random: () => draw };
+  };
+  const rpc = (path: string) =>
+    ({
+      method: 'POST',
+      url: path,
+      headers: { host: 'web', 'content-type': 'application/grpc' },
+    }) as unknown as IncomingMessage;
+  const hosts = [0.2, 0.7].map((draw) => {
+    const step = routeCall(at(draw), 'shop/web', 80, rpc('/shop.v1.Cart/Add'));
+    assert.ok(step.kind === 'routed', JSON.stringify(step));
+    const up = { url: '/shop.v1.Cart/Add', headers: {} as Record<string, string> };
+    step.edit(up);
+    assert.deepEqual(up, { url: '/shop.v1.Cart/Add', headers: { 'x-rule': 'add' } });
+    return step.dest.host;
+  });
+  assert.deepEqual(hosts, ['cart-v1.shop.svc.cluster.local', 'cart-v2.shop.svc.cluster.local']);
+  assert.deepEqual(routeCall(at(0), 'shop/web', 80, rpc('/shop.v1.Cart/Remove')), {
+    kind: 'error',
+    code: 'route_backend_invalid',
+    detail: 'GRPCRoute shop/rpc rule 1: backendRef shop/no-port has no port',
+    grpcStatus: GrpcStatus.UNAVAILABLE,
+  });
+  assert.deepEqual(routeCall(at(0), 'shop/web', 80, rpc('/shop.v1.Cart/List')), {
+    kind: 'error',
+    code: 'no_route',
+    detail: 'no GRPCRoute rule for shop/web matches /shop.v1.Cart/List',
   });
 });

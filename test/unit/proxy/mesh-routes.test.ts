@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { MeshRouteTable } from '../../../src/routes/mesh.ts';
-import { slimHTTPRoute } from '../../../src/routes/objects.ts';
+import { slimGRPCRoute, slimHTTPRoute } from '../../../src/routes/objects.ts';
 import { ep, service } from '../routing/fixtures.ts';
 import { send, startBackend, startProxy, type Backend, type Proxy } from './harness.ts';
 import { grpcHeaders, h2Client, h2Request, startH2Backend, type H2Backend } from './h2/h2-harness.ts';
@@ -33,6 +33,34 @@ const route = slimHTTPRoute({
   },
 });
 
+/** A GRPCRoute attached to Service prod/rpc: a method to rpc-v2 with header filters, one to nowhere. */
+const grpcRoute = slimGRPCRoute({
+  metadata: { namespace: 'prod', name: 'rpc', creationTimestamp: '2026-01-01T00:00:00Z' },
+  spec: {
+    parentRefs: [{ group: '', kind: 'Service', name: 'rpc' }],
+    rules: [
+      {
+        matches: [{ method: { service: 'shop.v1.Cart', method: 'Add' } }],
+        filters: [
+          {
+            type: 'RequestHeaderModifier',
+            requestHeaderModifier: { set: [{ name: 'x-rule', value: 'add' }] },
+          },
+          {
+            type: 'ResponseHeaderModifier',
+            responseHeaderModifier: { add: [{ name: 'x-routed', value: 'grpc' }] },
+          },
+        ],
+        backendRefs: [{ name: 'web-v2', port: 80 }],
+      },
+      {
+        matches: [{ method: { service: 'shop.v1.Cart', method: 'Remove' } }],
+        backendRefs: [{ name: 'gone', port: 80, kind: 'Unknown' }],
+      },
+    ],
+  },
+});
+
 let proxy: Proxy;
 let v1: Backend;
 let v2: Backend;
@@ -46,7 +74,7 @@ before(async () => {
     await startH2Backend(),
     await startH2Backend(),
   ];
-  const table = new MeshRouteTable({ routes: [route] });
+  const table = new MeshRouteTable({ routes: [route], grpcRoutes: [grpcRoute] });
   proxy = await startProxy({}, { routes: { table: () => table } });
 });
 
@@ -61,6 +89,7 @@ const serve = (h2: boolean): void => {
   for (const [name, backend] of [
     ['web', a],
     ['web-v2', b],
+    ['rpc', a],
   ] as const)
     proxy.resolver.set(
       service('prod', name, {
@@ -98,6 +127,27 @@ test('h2: the same route picks the backend of each stream and rewrites :path', a
     assert.equal(h2v1.streams.at(-1)?.[':path'], '/v2/Echo');
     const none = await h2Request(c, grpcHeaders('web.prod', '/outrigger.v1.Test/Echo'), 'm');
     assert.equal(none.headers['x-outrigger-error'] ?? none.trailers['x-outrigger-error'], 'no_route');
+  } finally {
+    c.close();
+  }
+});
+
+test('h2: a GRPCRoute picks the backend by method, applies its request and response header filters; UNAVAILABLE and UNIMPLEMENTED', async () => {
+  serve(true);
+  const c = await h2Client(proxy.egress);
+  try {
+    const add = await h2Request(c, grpcHeaders('rpc.prod', '/shop.v1.Cart/Add'), 'm');
+    assert.equal(add.trailers['x-port'], String(h2v2.port));
+    assert.equal(add.headers['x-routed'], 'grpc', 'the response header filter');
+    assert.equal(h2v2.streams.at(-1)?.['x-rule'], 'add', 'the request header filter');
+    const invalid = await h2Request(c, grpcHeaders('rpc.prod', '/shop.v1.Cart/Remove'), 'm');
+    const status = (r: typeof invalid) => r.headers['grpc-status'] ?? r.trailers['grpc-status'];
+    assert.deepEqual(
+      [status(invalid), invalid.headers['x-outrigger-error']],
+      ['14', 'route_backend_invalid'],
+    );
+    const none = await h2Request(c, grpcHeaders('rpc.prod', '/shop.v1.Cart/List'), 'm');
+    assert.deepEqual([status(none), none.headers['x-outrigger-error']], ['12', 'no_route']);
   } finally {
     c.close();
   }
