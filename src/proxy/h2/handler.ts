@@ -10,6 +10,7 @@ import { endOnce, type Direction, type Hop, type HopObserver, type PeerIdentity 
 import type { ProxyErrorCode } from '../status.ts';
 import { answerError, type H2Forwarder } from './forward.ts';
 import { GrpcStatus, isGrpc, parseGrpcTimeout } from './grpc.ts';
+import { rpcOfPath } from '../../routes/grpc-match.ts';
 
 /**
  * The streams of one listener's HTTP/2 connections: each is routed on its own (route), then
@@ -146,7 +147,7 @@ export class H2Handler {
         ...(socket.remoteAddress ? { peerAddress: socket.remoteAddress } : {}),
         protocol: 'http',
         ...(this.#o.peer ? { peer: this.#o.peer(socket) } : {}),
-        ...(grpc ? { rpc: rpcOf(String(headers[':path'] ?? '')) } : {}),
+        ...(grpc ? { rpc: rpcOfPath(String(headers[':path'] ?? '')) ?? NO_RPC } : {}),
       }),
     );
   }
@@ -162,8 +163,5 @@ function requestHeaders(headers: IncomingHttpHeaders, peer: string | undefined):
   return out;
 }
 
-/** The gRPC service and method of a `/package.Service/Method` path. */
-export function rpcOf(path: string): { service: string; method: string } {
-  const m = /^\/([^/]+)\/([^/?]+)$/.exec(path);
-  return m ? { service: m[1] as string, method: m[2] as string } : { service: '', method: '' };
-}
+/** A gRPC call whose path is not `/service/method`: its spans name no service or method. */
+const NO_RPC = { service: '', method: '' };
