@@ -598,6 +598,74 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
     assert.deepEqual([routes.httpRoutes, routes.services], [1, 1]);
   });
 
+  test("after a burst of calls the client's sidecar gives its memory back once quiet (the image's allocator, a pod's limits)", async () => {
+    const client = await podOf('client');
+    const procs = () => podProcesses(c.node.cgroup, client.metadata.uid);
+    const app = procs().find((p) => p.cmdline.startsWith('sh -c trap') || p.cmdline.startsWith('sleep'));
+    const sidecar = procs().find((p) => p.cmdline.includes('main.js proxy'));
+    assert.ok(app && sidecar, JSON.stringify(procs()));
+    const privateMb = (): number => {
+      const rollup = readFileSync(`/proc/${sidecar.pid}/smaps_rollup`, 'utf8');
+      const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(rollup)?.[1] ?? NaN);
+      return (kb('Private_Clean') + kb('Private_Dirty')) / 1024;
+    };
+    const trims = async (): Promise<number> =>
+      Number(
+        /^outrigger_idle_trims (\d+)/m.exec(await viaPodProxy(client.metadata.name, '/metrics'))?.[1] ?? NaN,
+      );
+    const web = (
+      JSON.parse((await kubectl(['-n', ns, 'get', 'service', 'web', '-o', 'json'])).stdout) as {
+        spec: { clusterIP: string };
+      }
+    ).spec.clusterIP;
+    const before = { mb: privateMb(), trims: await trims() };
+    assert.ok(Number.isFinite(before.mb) && Number.isFinite(before.trims), JSON.stringify(before));
+
+    // 3,000 calls, 50 at a time, from the app's network namespace through its capture rules.
+    const burst = run(
+      'nsenter',
+      [
+        '-t',
+        String(app.pid),
+        '-n',
+        '--',
+        'curl',
+        '-sS',
+        '--parallel',
+        '--parallel-max',
+        '50',
+        '--max-time',
+        '10',
+        `http://${web}/index.html?n=[1-3000]`,
+      ],
+      { allowFail: true, timeoutMs: 120_000 },
+    );
+    let peak = before.mb;
+    for (let done = false; !done;) {
+      done = await Promise.race([
+        burst.then(() => true),
+        new Promise<boolean>((r) => setTimeout(() => r(false), 250)),
+      ]);
+      peak = Math.max(peak, privateMb());
+    }
+    const load = await burst;
+    assert.equal(load.code, 0, load.stderr);
+
+    // Quiet for two 5-s checks, then a trim: wait for it (bounded).
+    const deadline = Date.now() + 90_000;
+    let now = before.trims;
+    while (now === before.trims && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 2_000));
+      now = await trims();
+    }
+    const after = privateMb();
+    const summary = `private MB before ${before.mb.toFixed(1)}, peak ${peak.toFixed(1)}, after ${after.toFixed(1)}; trims ${before.trims} -> ${now}`;
+    assert.ok(now > before.trims, `no trim within 90 s of the burst: ${summary}`);
+    assert.ok(peak - before.mb > 4, `the burst grew the sidecar: ${summary}`);
+    assert.ok(after - before.mb < 10, `back within 10 MB of before: ${summary}`);
+    process.stderr.write(`# ${summary}\n`);
+  });
+
   test('the rewritten liveness probe passes when the kubelet calls it; when the app fails it, the kubelet restarts the app', async () => {
     const pod = await podOf('rotor');
     const spec = JSON.parse(
