@@ -111,23 +111,11 @@ export class H2Handler {
     detail: string,
     service?: string,
   ): void {
-    const h = answerError(
-      ctx.stream,
-      grpc,
-      code,
-      detail,
-      code === 'bad_request' ? GrpcStatus.INTERNAL : undefined,
-    );
+    refuseStream(ctx.stream, grpc, hop, code, detail);
     this.#problems.warn(`${code}\u0000${service ?? ''}`, `${this.#o.direction} stream refused`, {
       service,
       code,
       cause: detail,
-    });
-    hop.end({
-      status: Number(h[':status']),
-      errorCode: code,
-      errorMessage: detail,
-      ...(grpc ? { grpcStatus: Number(h['grpc-status']) } : {}),
     });
   }
 
@@ -146,6 +134,26 @@ export class H2Handler {
       }),
     );
   }
+}
+
+/**
+ * Answers a stream with a proxy error and ends its hop: Trailers-Only with a gRPC status for gRPC
+ * (INTERNAL for a malformed request, as gRPC servers answer one), else the HTTP status and body.
+ */
+export function refuseStream(
+  stream: ServerHttp2Stream,
+  grpc: boolean,
+  hop: Hop,
+  code: ProxyErrorCode,
+  detail: string,
+): void {
+  const h = answerError(stream, grpc, code, detail, code === 'bad_request' ? GrpcStatus.INTERNAL : undefined);
+  hop.end({
+    status: Number(h[':status']),
+    errorCode: code,
+    errorMessage: detail,
+    ...(grpc ? { grpcStatus: Number(h['grpc-status']) } : {}),
+  });
 }
 
 /**
