@@ -12,6 +12,7 @@ import { repoRoot } from './tools.ts';
 const node = process.execPath;
 const main = path.join(repoRoot, 'src/main.ts');
 const backendScript = path.join(repoRoot, 'test/harness/data-path-backend.ts');
+const grpcBackendScript = path.join(repoRoot, 'test/harness/grpc-backend.ts');
 const loadScript = path.join(repoRoot, 'test/harness/data-path-load.ts');
 const API_PORT_IN_POD = 16443;
 
@@ -36,6 +37,8 @@ export interface NetnsPod {
   dir: string;
   /** A data-path backend on address:8080. */
   startBackend(address: string): Promise<ChildProcess>;
+  /** A gRPC backend (test/harness/grpc.ts's TestService, h2c) on address:port. */
+  startGrpcBackend(address: string, port: number): Promise<ChildProcess>;
   stopBackend(child: ChildProcess): Promise<void>;
   /** `outrigger <command> <args>` against the bridged API server, without traces; resolves once adminPort listens. */
   startOutrigger(command: string, args: string[], adminPort: number): Promise<OutriggerProcess>;
@@ -111,6 +114,11 @@ export async function netnsPod(name: string, apiTarget: string): Promise<NetnsPo
     dir,
     async startBackend(address) {
       const child = track(ns.spawn([node, backendScript, `${address}:8080`]));
+      await waitForLine(child, /listening/, 15_000);
+      return child;
+    },
+    async startGrpcBackend(address, port) {
+      const child = track(ns.spawn([node, grpcBackendScript, `${address}:${port}`]));
       await waitForLine(child, /listening/, 15_000);
       return child;
     },
