@@ -315,7 +315,7 @@ test('HTTPS: h2 by ALPN, and HTTP/1.1 still, on the HTTPS port', async () => {
   assert.equal(await httpsBody(port, '/s', 'secure.example.com', { ca: pem.cert }), 'v2 GET /s ');
 });
 
-test('an HTTP/1.1 client to an h2c backend is answered 502 upstream_failed, naming the protocol', async () => {
+test('an HTTP/1.1 client to an h2c-only backend: called over HTTP/1.1, which it refuses, so 502 upstream_failed', async () => {
   const r = await new Promise<{ status: number; error: unknown; body: string }>((resolve, reject) => {
     const req = request(
       {
@@ -336,4 +336,27 @@ test('an HTTP/1.1 client to an h2c backend is answered 502 upstream_failed, nami
     req.end();
   });
   assert.deepEqual([r.status, r.error], [502, 'upstream_failed'], r.body);
+});
+
+// Last: it drains the gateway.
+test('drain: HTTP/2 connections get GOAWAY, and a stream in flight finishes', async () => {
+  const s = await h2c();
+  const goaway = new Promise<void>((resolve) => s.once('goaway', () => resolve()));
+  const backend = h2Backends[0]!;
+  const seen = backend.streams.length;
+  const call = s.request(grpcHeaders('grpc.example.com', '/pkg.Svc/Slow'));
+  const chunks: Buffer[] = [];
+  let trailers: IncomingHttpHeaders = {};
+  call.on('data', (c: Buffer) => chunks.push(c));
+  call.on('trailers', (t: IncomingHttpHeaders) => (trailers = t));
+  const closed = new Promise<void>((resolve) => call.once('close', () => resolve()));
+  call.write('one,');
+  for (let i = 0; i < 200 && backend.streams.length === seen; i++) await new Promise((r) => setTimeout(r, 5));
+  const drained = gateway.drain(5_000);
+  await goaway;
+  call.end('two');
+  await closed;
+  assert.equal(Buffer.concat(chunks).toString(), 'one,two');
+  assert.equal(trailers['grpc-status'], '0');
+  await drained;
 });
