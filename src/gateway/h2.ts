@@ -5,6 +5,7 @@ import {
   type IncomingHttpHeaders as H2Headers,
   type ServerHttp2Stream,
 } from 'node:http2';
+import { Duplex } from 'node:stream';
 
 /**
  * An HTTP/2 stream at the gateway, seen as the HTTP/1 request the routing reads and, for a backend
@@ -84,4 +85,91 @@ export function h2UpstreamHeaders(req: IncomingMessage, clientTe: unknown): Outg
   }
   if (clientTe === 'trailers') out.te = 'trailers';
   return out;
+}
+
+/**
+ * An HTTP/1.1 exchange seen as the HTTP/2 stream the HTTP/2 forwarder serves (the request body to
+ * read, the response to write, its trailers and resets), so that an HTTP/1.1 client reaches an
+ * h2c backend through the same forwarder as an HTTP/2 client: one stream per request, balanced,
+ * connect failures retried. The response goes out as HTTP/1.1 (chunked when it has no length, its
+ * trailers as chunked trailers); a reset cuts the connection, which is how HTTP/1.1 says the
+ * response is incomplete.
+ */
+class H1Stream extends Duplex {
+  headersSent = false;
+  sentHeaders: OutgoingHttpHeaders = {};
+  readonly #req: IncomingMessage;
+  readonly #res: ServerResponse;
+  #wantTrailers = false;
+  #idle: { ms: number; onIdle: () => void; timer?: NodeJS.Timeout } | undefined;
+
+  constructor(req: IncomingMessage, res: ServerResponse) {
+    super({ autoDestroy: false, allowHalfOpen: true });
+    this.#req = req;
+    this.#res = res;
+    req.on('data', (c: Buffer) => {
+      this.#touch();
+      if (!this.push(c)) req.pause();
+    });
+    req.once('end', () => this.push(null));
+    res.once('close', () => {
+      if (this.#idle?.timer) clearTimeout(this.#idle.timer);
+      this.destroy();
+    });
+  }
+
+  override _read(): void {
+    this.#req.resume();
+  }
+
+  override _write(chunk: Buffer, _enc: BufferEncoding, done: (e?: Error | null) => void): void {
+    this.#touch();
+    if (this.#res.write(chunk)) done();
+    else this.#res.once('drain', () => done());
+  }
+
+  override _final(done: (e?: Error | null) => void): void {
+    // Trailers are asked for at the end of the body, as an HTTP/2 stream asks.
+    if (this.#wantTrailers) this.emit('wantTrailers');
+    this.#res.end();
+    done();
+  }
+
+  respond(headers: OutgoingHttpHeaders, opts: { endStream?: boolean; waitForTrailers?: boolean } = {}): void {
+    const out: OutgoingHttpHeaders = {};
+    for (const [k, v] of Object.entries(headers)) if (!k.startsWith(':') && v !== undefined) out[k] = v;
+    this.#res.writeHead(Number(headers[':status'] ?? 502), out);
+    this.headersSent = true;
+    this.sentHeaders = headers;
+    this.#wantTrailers = opts.waitForTrailers === true;
+    if (opts.endStream) this.end();
+  }
+
+  sendTrailers(trailers: OutgoingHttpHeaders): void {
+    if (Object.keys(trailers).length > 0) this.#res.addTrailers(trailers);
+  }
+
+  close(): void {
+    this.#res.destroy();
+  }
+
+  /** The HTTP/2 stream's idle timeout: no byte either way for ms. */
+  setTimeout(ms: number, onIdle: () => void): this {
+    this.#idle = { ms, onIdle };
+    this.#touch();
+    return this;
+  }
+
+  #touch(): void {
+    const idle = this.#idle;
+    if (!idle) return;
+    if (idle.timer) clearTimeout(idle.timer);
+    idle.timer = setTimeout(idle.onIdle, idle.ms);
+    idle.timer.unref();
+  }
+}
+
+/** The HTTP/2 stream an HTTP/1.1 exchange stands for (see H1Stream). */
+export function h1AsStream(req: IncomingMessage, res: ServerResponse): ServerHttp2Stream {
+  return new H1Stream(req, res) as unknown as ServerHttp2Stream;
 }

@@ -6,8 +6,8 @@ import type { Clock } from '../shared/clock.ts';
 import { errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/log.ts';
 import { ThrottledLog } from '../shared/log-throttle.ts';
-import type { Forwarder } from '../proxy/forward.ts';
-import { toOriginForm, upstreamRequestHeaders } from '../proxy/headers.ts';
+import type { Forwarder, ForwardPlan } from '../proxy/forward.ts';
+import { expectsContinue, toOriginForm, upstreamRequestHeaders } from '../proxy/headers.ts';
 import { normalisePath } from '../routes/path.ts';
 import { startRequestHop, type Hop, type HopObserver } from '../proxy/observer.ts';
 import type { H2Forwarder } from '../proxy/h2/forward.ts';
@@ -21,7 +21,7 @@ import { normalizeHost, type RouteTable } from './table.ts';
 import type { GatewayRouteTable, Selected } from '../routes/table.ts';
 import { httpRouteAction } from '../routes/action.ts';
 import { matchHttpRoute, type Via } from './http-route.ts';
-import { h2Request, h2Response, h2UpstreamHeaders } from './h2.ts';
+import { h1AsStream, h2Request, h2Response, h2UpstreamHeaders } from './h2.ts';
 
 /**
  * One request through the gateway: Host and path -> an HTTPRoute rule (Gateway API), else an
@@ -32,7 +32,8 @@ import { h2Request, h2Response, h2UpstreamHeaders } from './h2.ts';
  * An HTTP/2 stream is routed exactly as an HTTP/1.1 request is (h2.ts); then a backend whose
  * Service port says appProtocol kubernetes.io/h2c (Gateway API's backend protocol) gets the stream
  * over h2c, balanced per stream, its trailers relayed (gRPC's status), and any other backend gets
- * it over HTTP/1.1, translated both ways.
+ * it over HTTP/1.1, translated both ways. An HTTP/1.1 request to an h2c backend goes the other
+ * way: as a stream, through the same HTTP/2 forwarder (h1AsStream).
  */
 export interface HandlerOptions {
   table: () => RouteTable;
@@ -120,19 +121,32 @@ export class IngressGatewayHandler implements GatewayHandler {
     }
     req.headers = this.#upstreamHeaders(req, false);
     routed.edit?.(req);
-    if (this.#o.h2Forwarder && speaksH2c(routed.appProtocol)) {
-      const call = {
-        down: stream,
-        headers: h2UpstreamHeaders(req, te),
-        grpc,
-        ...(timeout === undefined ? {} : { timeoutMs: timeout }),
-      };
-      const result = await this.#o.h2Forwarder.forward(call, routed, hop);
-      if (result.errorCode && result.status !== 0) this.#warn(result.errorCode, result.errorMessage);
-      return hop.end(result);
-    }
+    if (this.#o.h2Forwarder && speaksH2c(routed.appProtocol))
+      return this.#h2c(this.#o.h2Forwarder, stream, req, te, grpc, timeout, routed, hop);
     const result = await this.#o.forwarder.forward(req, h2Response(stream), routed, hop);
     if (result.errorCode) this.#warn(result.errorCode, result.errorMessage);
+    hop.end(result);
+  }
+
+  /** A request to an h2c backend, as a stream (an HTTP/1.1 client's exchange stands for one). */
+  async #h2c(
+    h2: H2Forwarder,
+    down: ServerHttp2Stream,
+    req: IncomingMessage,
+    te: unknown,
+    grpc: boolean,
+    timeout: number | undefined,
+    plan: ForwardPlan,
+    hop: Hop,
+  ): Promise<void> {
+    const call = {
+      down,
+      headers: h2UpstreamHeaders(req, te),
+      grpc,
+      ...(timeout === undefined ? {} : { timeoutMs: timeout }),
+    };
+    const result = await h2.forward(call, plan, hop);
+    if (result.errorCode && result.status !== 0) this.#warn(result.errorCode, result.errorMessage);
     hop.end(result);
   }
 
@@ -149,8 +163,16 @@ export class IngressGatewayHandler implements GatewayHandler {
       hop.end({ status: routed.status });
       return;
     }
+    const te = req.headers.te;
     req.headers = this.#upstreamHeaders(req, false);
     routed.edit?.(req);
+    if (this.#o.h2Forwarder && speaksH2c(routed.appProtocol)) {
+      // The backend speaks HTTP/2: the exchange goes as a stream. A client waiting for 100
+      // Continue is told to send at once (the stream takes the body as it comes).
+      if (expectsContinue(req)) res.writeContinue();
+      delete req.headers.expect;
+      return this.#h2c(this.#o.h2Forwarder, h1AsStream(req, res), req, te, false, undefined, routed, hop);
+    }
     const result = await this.#o.forwarder.forward(req, res, routed, hop);
     if (result.errorCode) this.#warn(result.errorCode, result.errorMessage);
     hop.end(result);

@@ -3,7 +3,8 @@
 //   1. gRPC (grpc-js, prior-knowledge h2c) through the gateway's plaintext port to grpc-js backends
 //      whose Service port says appProtocol kubernetes.io/h2c: unary and server-streaming calls,
 //      the backend's trailers and a failed call's status passed through, a header match applied;
-//   2. on the same port, a plain h2c request and an HTTP/1.1 one reach an HTTP/1.1 backend, a
+//   2. an HTTP/1.1 client's call to the same h2c-only backends, translated to a stream and back;
+//   3. on the same port, a plain h2c request and an HTTP/1.1 one reach an HTTP/1.1 backend, a
 //      prefix rewrite applied to both.
 import assert from 'node:assert/strict';
 import path from 'node:path';
@@ -53,6 +54,10 @@ const grpcCalls = `import(${JSON.stringify(grpcHarness)}).then(async ({ clientVi
 /** One prior-knowledge h2c GET to the gateway's HTTP port: status, body, the backend's x-path. */
 const h2Get = (authority: string, target: string): string =>
   `const s=require('http2').connect('http://127.0.0.1:${GATEWAY_PORTS.http}');s.on('error',e=>{process.stdout.write(JSON.stringify({status:0,body:e.message}));process.exit(0)});const r=s.request({':path':${JSON.stringify(target)},':authority':${JSON.stringify(authority)}});let h={},b='';r.on('response',x=>h=x);r.on('data',d=>b+=d);r.on('end',()=>{process.stdout.write(JSON.stringify({status:h[':status'],body:b,path:h['x-path']??'',error:h['x-outrigger-error']??''}));s.close()});r.end()`;
+
+/** An HTTP/1.1 POST of an empty gRPC message to the gateway: status, the reply's bytes, its trailers. */
+const h1Grpc = (authority: string, target: string): string =>
+  `const r=require('http').request({host:'127.0.0.1',port:${GATEWAY_PORTS.http},method:'POST',path:${JSON.stringify(target)},headers:{host:${JSON.stringify(authority)},'content-type':'application/grpc',te:'trailers'}},res=>{const c=[];res.on('data',d=>c.push(d));res.on('end',()=>process.stdout.write(JSON.stringify({status:res.statusCode,bytes:Buffer.concat(c).length,grpcStatus:res.trailers['grpc-status']??res.headers['grpc-status']??'',port:res.trailers['x-port']??''})))});r.on('error',e=>process.stdout.write(JSON.stringify({status:0,bytes:0,grpcStatus:e.message,port:''})));r.end(Buffer.alloc(5))`;
 
 test('gateway HTTP/2: gRPC to h2c backends with trailers, h2c and HTTP/1.1 to an HTTP/1.1 backend', async (t) => {
   const env = await gatewayApiCluster(t, 'gwh2');
@@ -146,6 +151,18 @@ test('gateway HTTP/2: gRPC to h2c backends with trailers, h2c and HTTP/1.1 to an
       assert.match(calls.failed.details, /failed as asked/);
       assert.equal(calls.failed.port, String(GRPC_PORT), "a failed call's trailers too");
       assert.deepEqual(calls.stream, { texts: ['s0', 's1', 's2'], code: 0, port: String(GRPC_PORT) });
+    },
+  );
+
+  await t.test(
+    'an HTTP/1.1 client to an h2c-only backend (grpc-js): translated to a stream and back',
+    async () => {
+      const r = await pod.nodeJson<{ status: number; bytes: number; grpcStatus: string; port: string }>(
+        h1Grpc('rpc.example.com', '/outrigger.v1.TestService/Unary'),
+      );
+      assert.equal(r.status, 200);
+      assert.ok(r.bytes > 5, `a reply message (${r.bytes} bytes)`);
+      assert.deepEqual([r.grpcStatus, r.port], ['0', String(GRPC_PORT)], 'the trailers, as chunked trailers');
     },
   );
 

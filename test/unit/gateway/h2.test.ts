@@ -4,7 +4,7 @@
 // an HTTP/1.1 backend translated, or an h2c backend (appProtocol kubernetes.io/h2c) over h2c with
 // its trailers.
 import assert from 'node:assert/strict';
-import { createServer, request, type Server } from 'node:http';
+import { Agent, createServer, request, type Server } from 'node:http';
 import {
   connect,
   constants,
@@ -315,27 +315,77 @@ test('HTTPS: h2 by ALPN, and HTTP/1.1 still, on the HTTPS port', async () => {
   assert.equal(await httpsBody(port, '/s', 'secure.example.com', { ca: pem.cert }), 'v2 GET /s ');
 });
 
-test('an HTTP/1.1 client to an h2c-only backend: called over HTTP/1.1, which it refuses, so 502 upstream_failed', async () => {
-  const r = await new Promise<{ status: number; error: unknown; body: string }>((resolve, reject) => {
+/** One HTTP/1.1 request through the gateway's plaintext port. */
+function h1(host: string, path: string, method = 'GET', body?: string) {
+  return new Promise<{
+    status: number;
+    headers: IncomingHttpHeaders;
+    body: string;
+    trailers: IncomingHttpHeaders;
+  }>((resolve, reject) => {
     const req = request(
-      {
-        host: '127.0.0.1',
-        port: gateway.ports().http,
-        path: '/pkg.Svc/Call',
-        headers: { host: 'grpc.example.com' },
-      },
+      { host: '127.0.0.1', port: gateway.ports().http, method, path, headers: { host } },
       (res) => {
         let b = '';
         res.on('data', (c: Buffer) => (b += c.toString()));
         res.on('end', () =>
-          resolve({ status: res.statusCode ?? 0, error: res.headers['x-outrigger-error'], body: b }),
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: b, trailers: res.trailers }),
         );
       },
     );
     req.on('error', reject);
-    req.end();
+    req.end(body);
   });
-  assert.deepEqual([r.status, r.error], [502, 'upstream_failed'], r.body);
+}
+
+test('an HTTP/1.1 client to an h2c backend: the request goes as a stream, the answer and its trailers come back as HTTP/1.1', async () => {
+  const r = await h1('grpc.example.com', '/v2/pkg.Svc/Call?x=1', 'POST', 'hello');
+  assert.equal(r.status, 200);
+  assert.equal(r.body, 'hello');
+  assert.equal(r.trailers['grpc-status'], '0', 'trailers, as chunked trailers');
+  assert.equal(r.trailers['x-port'], String(h2Backends[0]!.port));
+  const seen = seenBy(r.headers);
+  assert.deepEqual(
+    [seen[':method'], seen[':path'], seen[':authority']],
+    ['POST', '/v1/pkg.Svc/Call?x=1', 'grpc.example.com'],
+  );
+  assert.equal(seen['x-forwarded-proto'], 'http');
+  const slow = await h1('grpc.example.com', '/slow');
+  assert.deepEqual([slow.status, slow.headers['x-outrigger-error']], [504, 'upstream_timeout']);
+});
+
+test('HTTP/1.1 to an h2c backend: a 4 MiB body both ways, and requests one after another on one connection', async () => {
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const sockets = new Set<unknown>();
+  const post = (body: Buffer) =>
+    new Promise<Buffer>((resolve, reject) => {
+      const req = request(
+        {
+          host: '127.0.0.1',
+          port: gateway.ports().http,
+          method: 'POST',
+          path: '/big',
+          agent,
+          headers: { host: 'grpc.example.com' },
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => resolve(Buffer.concat(chunks)));
+        },
+      );
+      req.on('socket', (s) => sockets.add(s));
+      req.on('error', reject);
+      req.end(body);
+    });
+  try {
+    const big = Buffer.alloc(4 * 1024 * 1024, 'x');
+    assert.equal((await post(big)).length, big.length);
+    for (let i = 0; i < 3; i++) assert.equal((await post(Buffer.from(`n${i}`))).toString(), `n${i}`);
+    assert.equal(sockets.size, 1, 'one keep-alive connection');
+  } finally {
+    agent.destroy();
+  }
 });
 
 // Last: it drains the gateway.
