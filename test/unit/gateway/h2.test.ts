@@ -159,6 +159,7 @@ before(async () => {
           timeouts: { request: '100ms' },
           backendRefs: [to('silent-h2')],
         },
+        { matches: [{ path: { type: 'Exact', value: '/hang' } }], backendRefs: [to('silent-h2')] },
       ],
     }),
     httpRoute('secure', {
@@ -386,6 +387,33 @@ test('HTTP/1.1 to an h2c backend: a 4 MiB body both ways, and requests one after
   } finally {
     agent.destroy();
   }
+});
+
+test('HTTP/1.1 to an h2c backend: a client gone before the answer cancels the upstream stream', async () => {
+  const silent = h2Backends[1]!;
+  const before = silent.streams.length;
+  const cancelled = new Promise<number>((resolve) =>
+    silent.server.once('stream', (s: ServerHttp2Stream) => s.once('close', () => resolve(s.rstCode))),
+  );
+  await new Promise<void>((resolve) => {
+    const req = request({
+      host: '127.0.0.1',
+      port: gateway.ports().http,
+      path: '/hang',
+      headers: { host: 'grpc.example.com' },
+    });
+    req.on('error', () => resolve());
+    req.end();
+    const check = setInterval(() => {
+      if (silent.streams.length > before) {
+        clearInterval(check);
+        req.destroy();
+      }
+    }, 2);
+  });
+  assert.equal(await cancelled, constants.NGHTTP2_CANCEL);
+  const r = await h1('grpc.example.com', '/after');
+  assert.equal(r.status, 200, 'the gateway serves on');
 });
 
 // Last: it drains the gateway.
