@@ -19,6 +19,8 @@ import { GatewayListeners } from '../gateway/listeners.ts';
 import type { GatewayConfig } from '../config/gateway-options.ts';
 import type { GatewayStore } from '../gateway/store.ts';
 import type { GatewayRouteTable } from '../routes/table.ts';
+import { H2Forwarder } from '../proxy/h2/forward.ts';
+import { H2SessionPool } from '../proxy/h2/session-pool.ts';
 import { metricsObserver } from '../proxy/metrics-observer.ts';
 import { combineObservers, type HopObserver } from '../proxy/observer.ts';
 import { defaultLimits, type ServerLimits } from '../proxy/server.ts';
@@ -87,6 +89,18 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     random,
     ...(mesh ? { dial: mesh.dial } : {}),
   });
+  // h2c backends (appProtocol kubernetes.io/h2c) of HTTP/2 clients: sessions pooled per endpoint.
+  const h2Pool = new H2SessionPool({
+    clock,
+    connectTimeoutMs: config.connectTimeoutMs,
+    ...(mesh ? { dial: mesh.dial } : {}),
+  });
+  const h2Forwarder = new H2Forwarder({
+    pool: h2Pool,
+    clock,
+    responseTimeoutMs: config.requestTimeoutMs,
+    idleTimeoutMs: config.idleTimeoutMs,
+  });
   // Gateway hops are counted under their own direction label; tracing sees them as SERVER spans.
   const gatewayMetrics = {
     // No mesh identity at the edge: the caller label stays empty.
@@ -116,6 +130,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
       onConnectError: (service) => metrics.connectError(service),
     },
     forwarder,
+    h2Forwarder,
     observer,
     log: log.child({ listener: 'gateway' }),
     clock,
@@ -184,7 +199,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
       ...(ports ? { gatewayPorts: () => ports.listening() } : {}),
       config: () => config,
       balancer: () => balancers.view(),
-      upstream: () => upstream.stats(),
+      upstream: () => ({ ...upstream.stats(), h2: h2Pool.stats() }),
       ...(mesh ? { identity: () => mesh.view() } : {}),
     },
   });
@@ -192,6 +207,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     ports?.close();
     listeners.close();
     upstream.close();
+    h2Pool.close();
     mesh?.close();
     await Promise.allSettled([admin.close(), discovery.close()]);
   };

@@ -27,7 +27,12 @@ export interface BackendPolicy {
 
 export type BackendDecision =
   | { kind: 'error'; code: ProxyErrorCode; detail: string; stale: boolean; absent?: true }
-  | (ForwardPlan & { kind: 'plan'; stale: boolean });
+  | (ForwardPlan & {
+      kind: 'plan';
+      stale: boolean;
+      /** The Service port's appProtocol (kubernetes.io/h2c: the backend is called with h2c). */
+      appProtocol?: string;
+    });
 
 const portOf = (ports: ServicePort[], want: ServiceBackend['port']): ServicePort | undefined =>
   'number' in want
@@ -68,6 +73,7 @@ export async function planBackend(policy: BackendPolicy, backend: ServiceBackend
   return {
     kind: 'plan',
     stale,
+    ...(sp.appProtocol ? { appProtocol: sp.appProtocol } : {}),
     next: (tried) => {
       const id = balancer.pick(ids, tried);
       return id === undefined ? undefined : byId.get(id);

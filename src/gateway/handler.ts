@@ -1,14 +1,19 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import type { Clock } from '../shared/clock.ts';
 import { errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/log.ts';
 import { ThrottledLog } from '../shared/log-throttle.ts';
-import type { Forwarder } from '../proxy/forward.ts';
-import { toOriginForm, upstreamRequestHeaders } from '../proxy/headers.ts';
+import type { Forwarder, ForwardPlan } from '../proxy/forward.ts';
+import { expectsContinue, toOriginForm, upstreamRequestHeaders } from '../proxy/headers.ts';
 import { normalisePath } from '../routes/path.ts';
 import { startRequestHop, type Hop, type HopObserver } from '../proxy/observer.ts';
+import type { H2Forwarder } from '../proxy/h2/forward.ts';
+import { isGrpc, parseGrpcTimeout } from '../proxy/h2/grpc.ts';
+import { refuseStream, rpcOf } from '../proxy/h2/handler.ts';
+import { speaksH2c } from '../proxy/h2/routes.ts';
 import { sendError, statusOf, writeSocketError, type ProxyErrorCode } from '../proxy/status.ts';
 import { planBackend, type BackendDecision, type BackendPolicy } from './backend.ts';
 import type { GatewayHandler } from './listeners.ts';
@@ -16,12 +21,19 @@ import { normalizeHost, type RouteTable } from './table.ts';
 import type { GatewayRouteTable, Selected } from '../routes/table.ts';
 import { httpRouteAction } from '../routes/action.ts';
 import { matchHttpRoute, type Via } from './http-route.ts';
+import { h1AsStream, h2Request, h2Response, h2UpstreamHeaders } from './h2.ts';
 
 /**
  * One request through the gateway: Host and path -> an HTTPRoute rule (Gateway API), else an
  * Ingress rule (the tables of the moment) -> the endpoints of its Service -> the sidecar's
  * forwarder (retries, timeouts, x-outrigger-error), observed as a SERVER span and counted in
- * metrics. HTTP/1.1 requests and WebSocket upgrades.
+ * metrics. HTTP/1.1 requests, WebSocket upgrades, and HTTP/2 streams (h2c or h2 by ALPN).
+ *
+ * An HTTP/2 stream is routed exactly as an HTTP/1.1 request is (h2.ts); then a backend whose
+ * Service port says appProtocol kubernetes.io/h2c (Gateway API's backend protocol) gets the stream
+ * over h2c, balanced per stream, its trailers relayed (gRPC's status), and any other backend gets
+ * it over HTTP/1.1, translated both ways. An HTTP/1.1 request to an h2c backend goes the other
+ * way: as a stream, through the same HTTP/2 forwarder (h1AsStream).
  */
 export interface HandlerOptions {
   table: () => RouteTable;
@@ -38,6 +50,8 @@ export interface HandlerOptions {
   tableStale: () => boolean;
   backends: BackendPolicy;
   forwarder: Forwarder;
+  /** Calls h2c backends (appProtocol kubernetes.io/h2c) for HTTP/2 clients; without it they get HTTP/1.1. */
+  h2Forwarder?: H2Forwarder;
   observer: HopObserver;
   log: Logger;
   clock: Clock;
@@ -74,6 +88,68 @@ export class IngressGatewayHandler implements GatewayHandler {
     );
   };
 
+  readonly onStream = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void => {
+    stream.on('error', () => {});
+    const grpc = isGrpc(headers);
+    const req = h2Request(stream, headers);
+    const rpc = grpc ? rpcOf(req.url ?? '') : undefined;
+    const hop = startRequestHop(this.#o.observer, 'ingress', req, 'http', undefined, rpc);
+    this.#stream(stream, req, headers.te, grpc, hop).catch((e: unknown) => {
+      this.#o.log.error('gateway stream failed unexpectedly', { error: errorMessage(e) });
+      refuseStream(stream, grpc, hop, 'upstream_failed', 'internal proxy error');
+    });
+  };
+
+  async #stream(
+    stream: ServerHttp2Stream,
+    req: IncomingMessage,
+    te: unknown,
+    grpc: boolean,
+    hop: Hop,
+  ): Promise<void> {
+    // The CONNECT method of RFC 9113 section 8.5 (and RFC 8441's WebSockets) is not proxied.
+    if (req.method === 'CONNECT')
+      return refuseStream(stream, grpc, hop, 'bad_request', 'CONNECT over HTTP/2 is not supported');
+    const timeout = grpc ? parseGrpcTimeout(req.headers['grpc-timeout']) : undefined;
+    if (timeout instanceof Error) return refuseStream(stream, grpc, hop, 'bad_request', timeout.message);
+    const routed = await this.#route(req, hop);
+    if (routed.kind === 'error') return refuseStream(stream, grpc, hop, routed.code, routed.detail);
+    if (routed.kind === 'redirect') {
+      if (!stream.closed)
+        stream.respond({ ':status': routed.status, location: routed.location }, { endStream: true });
+      return hop.end({ status: routed.status });
+    }
+    req.headers = this.#upstreamHeaders(req, false);
+    routed.edit?.(req);
+    if (this.#o.h2Forwarder && speaksH2c(routed.appProtocol))
+      return this.#h2c(this.#o.h2Forwarder, stream, req, te, grpc, timeout, routed, hop);
+    const result = await this.#o.forwarder.forward(req, h2Response(stream), routed, hop);
+    if (result.errorCode) this.#warn(result.errorCode, result.errorMessage);
+    hop.end(result);
+  }
+
+  /** A request to an h2c backend, as a stream (an HTTP/1.1 client's exchange stands for one). */
+  async #h2c(
+    h2: H2Forwarder,
+    down: ServerHttp2Stream,
+    req: IncomingMessage,
+    te: unknown,
+    grpc: boolean,
+    timeout: number | undefined,
+    plan: ForwardPlan,
+    hop: Hop,
+  ): Promise<void> {
+    const call = {
+      down,
+      headers: h2UpstreamHeaders(req, te),
+      grpc,
+      ...(timeout === undefined ? {} : { timeoutMs: timeout }),
+    };
+    const result = await h2.forward(call, plan, hop);
+    if (result.errorCode && result.status !== 0) this.#warn(result.errorCode, result.errorMessage);
+    hop.end(result);
+  }
+
   async #handle(req: IncomingMessage, res: ServerResponse, hop: Hop): Promise<void> {
     const routed = await this.#route(req, hop);
     if (routed.kind === 'error') {
@@ -87,8 +163,16 @@ export class IngressGatewayHandler implements GatewayHandler {
       hop.end({ status: routed.status });
       return;
     }
+    const te = req.headers.te;
     req.headers = this.#upstreamHeaders(req, false);
     routed.edit?.(req);
+    if (this.#o.h2Forwarder && speaksH2c(routed.appProtocol)) {
+      // The backend speaks HTTP/2: the exchange goes as a stream. A client waiting for 100
+      // Continue is told to send at once (the stream takes the body as it comes).
+      if (expectsContinue(req)) res.writeContinue();
+      delete req.headers.expect;
+      return this.#h2c(this.#o.h2Forwarder, h1AsStream(req, res), req, te, false, undefined, routed, hop);
+    }
     const result = await this.#o.forwarder.forward(req, res, routed, hop);
     if (result.errorCode) this.#warn(result.errorCode, result.errorMessage);
     hop.end(result);

@@ -203,13 +203,14 @@ class OnceHop implements Hop {
   }
 }
 
-/** A hop for an HTTP request (or an upgrade or CONNECT on it), with end() made idempotent. */
+/** A hop for an HTTP request (or an upgrade or CONNECT on it, or a gRPC call), with end() made idempotent. */
 export function startRequestHop(
   observer: HopObserver,
   direction: Direction,
   req: IncomingMessage,
   protocol: 'http' | 'tcp',
   peer?: PeerIdentity,
+  rpc?: HopStart['rpc'],
 ): Hop {
   return endOnce(
     observer.startHop({
@@ -221,6 +222,7 @@ export function startRequestHop(
       peerAddress: req.socket.remoteAddress,
       protocol,
       peer,
+      ...(rpc ? { rpc } : {}),
     }),
   );
 }

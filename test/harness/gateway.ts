@@ -33,7 +33,10 @@ export function gatewayManifest(file: string): Obj[] {
 
 export type GatewayProcess = OutriggerProcess;
 
-export interface GatewayPod extends Pick<NetnsPod, 'ns' | 'startBackend' | 'close'> {
+export interface GatewayPod extends Pick<
+  NetnsPod,
+  'ns' | 'startBackend' | 'startGrpcBackend' | 'nodeJson' | 'close'
+> {
   snapshotDir: string;
   startGateway(extra?: string[]): Promise<GatewayProcess>;
   /** Steady GETs through the gateway's HTTP port, or another proxy's (absolute-form URLs). */
@@ -73,6 +76,8 @@ export async function gatewayPod(cluster: TestCluster, apiTarget: string): Promi
     ns: pod.ns,
     snapshotDir,
     startBackend: (address) => pod.startBackend(address),
+    startGrpcBackend: (address, port) => pod.startGrpcBackend(address, port),
+    nodeJson: <T>(script: string) => pod.nodeJson<T>(script),
     startGateway: (extra = []) => pod.startOutrigger('gateway', [...flags, ...extra], GATEWAY_PORTS.admin),
     load: (intervalMs, durationMs, urls, port = GATEWAY_PORTS.http) =>
       pod.load(port, intervalMs, durationMs, urls),

@@ -60,7 +60,8 @@ type Attempt =
   | { kind: 'refused'; message: string }
   | { kind: 'reset'; code: number }
   | { kind: 'invalid'; message: string }
-  | { kind: 'timeout' }
+  /** routeMs: a route's timeout (request or backendRequest) ran out, not the listener's. */
+  | { kind: 'timeout'; routeMs?: number }
   | { kind: 'deadline' }
   | { kind: 'client_gone' };
 
@@ -101,6 +102,10 @@ export class H2Forwarder {
     remaining: () => number | undefined,
   ): Promise<H2Result> {
     const tried = new Set<string>();
+    // A route's timeouts (Gateway API HTTPRoute timeouts.request and .backendRequest) bound the
+    // wait for the response's headers: over all attempts, and per attempt.
+    const routeDeadline =
+      plan.requestTimeoutMs === undefined ? undefined : this.#o.clock.now() + plan.requestTimeoutMs;
     // The body is held (bounded) only where a second attempt is possible.
     const replay = plan.maxAttempts > 1 ? new BodyReplay(call.down) : undefined;
     let last: Attempt | undefined;
@@ -111,6 +116,13 @@ export class H2Forwarder {
         if (!replay?.replayable || (plan.budget && !plan.budget.tryWithdraw())) break;
         hop.addRetry(last?.kind === 'refused' ? 'refused_stream' : 'connect_failure');
       }
+      let routeMs = plan.attemptTimeoutMs;
+      if (routeDeadline !== undefined) {
+        const left = Math.floor(routeDeadline - this.#o.clock.now());
+        if (left <= 0)
+          return this.#fail(call, 'upstream_timeout', "no response within the route's request timeout");
+        routeMs = Math.min(left, routeMs ?? left);
+      }
       tried.add(up.id);
       hop.setEndpoint(up.host, up.port);
       // The balancer times the stream, not the session set-up (see AttemptFeedback.ready).
@@ -120,7 +132,8 @@ export class H2Forwarder {
       const left = remaining();
       if (left !== undefined) headers['grpc-timeout'] = formatGrpcTimeout(left);
       hop.inject(headers);
-      const r = await this.#attempt(call, up, headers, signal, replay ? replay.attempt() : call.down, begin);
+      const body = replay ? replay.attempt() : call.down;
+      const r = await this.#attempt(call, up, headers, signal, body, begin, routeMs);
       last = r;
       switch (r.kind) {
         case 'response':
@@ -142,7 +155,13 @@ export class H2Forwarder {
           );
         case 'timeout':
           done('timeout');
-          return this.#fail(call, 'upstream_timeout', `no response within ${this.#o.responseTimeoutMs} ms`);
+          return this.#fail(
+            call,
+            'upstream_timeout',
+            r.routeMs === undefined
+              ? `no response within ${this.#o.responseTimeoutMs} ms`
+              : `no response within the route's timeout (${r.routeMs} ms)`,
+          );
         case 'reset':
           done('server_error');
           return this.#fail(
@@ -184,15 +203,22 @@ export class H2Forwarder {
     signal: Deadline,
     body: Readable,
     opened: () => void,
+    routeMs: number | undefined,
   ): Promise<Attempt> {
     return new Promise((resolve) => {
       let settled = false;
       let up: ClientHttp2Stream | undefined;
       let timer: Timer | undefined;
+      // From the attempt's start (connect included) to the response's headers, as on HTTP/1.1.
+      const routeTimer =
+        routeMs === undefined
+          ? undefined
+          : this.#o.clock.setTimer(routeMs, () => settle({ kind: 'timeout', routeMs }));
       const settle = (r: Attempt): void => {
         if (settled) return;
         settled = true;
         timer?.cancel();
+        routeTimer?.cancel();
         call.down.off('close', onClientClose);
         signal.listener = undefined;
         if (r.kind !== 'response') {
@@ -262,12 +288,11 @@ export class H2Forwarder {
   }
 
   /** The upstream response, body and trailers downstream; resolves when the call has ended. */
-  /** edit: a route's response header filters, on the response headers (of a Trailers-Only answer too). */
   #relay(
     call: H2Call,
     r: Extract<Attempt, { kind: 'response' }>,
     signal: Deadline,
-    edit: ForwardPlan['editResponse'],
+    editResponse: ForwardPlan['editResponse'],
   ): Promise<H2Result> {
     const { down } = call;
     const { up } = r;
@@ -307,15 +332,16 @@ export class H2Forwarder {
         if (!up.closed) up.close(NGHTTP2_CANCEL);
         finish();
       });
+      // A route's ResponseHeaderModifier; a Trailers-Only answer's gRPC status stays where it is.
+      const head = copyHeaders(r.headers);
+      editResponse?.(head);
       try {
-        const headers = copyHeaders(r.headers);
-        edit?.(headers);
         if (r.endStream) {
           // Trailers-Only: one HEADERS frame with END_STREAM, kept as it came.
-          down.respond(headers, { endStream: true });
+          down.respond(head, { endStream: true });
           return;
         }
-        down.respond(headers, { waitForTrailers: true });
+        down.respond(head, { waitForTrailers: true });
       } catch {
         // A header Node refuses to write fails this call, not the process.
         up.close(NGHTTP2_CANCEL);

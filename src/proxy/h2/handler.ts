@@ -120,19 +120,13 @@ export class H2Handler {
     code: ProxyErrorCode,
     detail: string,
     service?: string,
-    grpcStatus: number | undefined = code === 'bad_request' ? GrpcStatus.INTERNAL : undefined,
+    grpcStatus?: number,
   ): void {
-    const h = answerError(ctx.stream, grpc, code, detail, grpcStatus);
+    refuseStream(ctx.stream, grpc, hop, code, detail, grpcStatus);
     this.#problems.warn(`${code}\u0000${service ?? ''}`, `${this.#o.direction} stream refused`, {
       service,
       code,
       cause: detail,
-    });
-    hop.end({
-      status: Number(h[':status']),
-      errorCode: code,
-      errorMessage: detail,
-      ...(grpc ? { grpcStatus: Number(h['grpc-status']) } : {}),
     });
   }
 
@@ -147,10 +141,32 @@ export class H2Handler {
         ...(socket.remoteAddress ? { peerAddress: socket.remoteAddress } : {}),
         protocol: 'http',
         ...(this.#o.peer ? { peer: this.#o.peer(socket) } : {}),
-        ...(grpc ? { rpc: rpcOfPath(String(headers[':path'] ?? '')) ?? NO_RPC } : {}),
+        ...(grpc ? { rpc: rpcOf(String(headers[':path'] ?? '')) } : {}),
       }),
     );
   }
+}
+
+/**
+ * Answers a stream with a proxy error and ends its hop: Trailers-Only with a gRPC status for gRPC
+ * (INTERNAL for a malformed request, as gRPC servers answer one), else the HTTP status and body.
+ */
+export function refuseStream(
+  stream: ServerHttp2Stream,
+  grpc: boolean,
+  hop: Hop,
+  code: ProxyErrorCode,
+  detail: string,
+  /** A gRPC call's status, when not the code's own (a GRPCRoute's invalid backend: UNAVAILABLE). */
+  grpcStatus: number | undefined = code === 'bad_request' ? GrpcStatus.INTERNAL : undefined,
+): void {
+  const h = answerError(stream, grpc, code, detail, grpcStatus);
+  hop.end({
+    status: Number(h[':status']),
+    errorCode: code,
+    errorMessage: detail,
+    ...(grpc ? { grpcStatus: Number(h['grpc-status']) } : {}),
+  });
 }
 
 /**
@@ -163,5 +179,6 @@ function requestHeaders(headers: IncomingHttpHeaders, peer: string | undefined):
   return out;
 }
 
-/** A gRPC call whose path is not `/service/method`: its spans name no service or method. */
-const NO_RPC = { service: '', method: '' };
+/** A gRPC call's service and method for its span; empty for a path that is not `/service/method`. */
+export const rpcOf = (path: string): { service: string; method: string } =>
+  rpcOfPath(path) ?? { service: '', method: '' };

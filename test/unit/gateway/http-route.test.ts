@@ -5,19 +5,23 @@ import assert from 'node:assert/strict';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
-import { startGateway, type Gateway } from '../../../src/compose/gateway.ts';
-import { loadGatewayConfig } from '../../../src/config/gateway-options.ts';
+import type { Gateway } from '../../../src/compose/gateway.ts';
 import { CONTROLLER } from '../../../src/gateway/classes.ts';
 import { FakeKubeApi } from '../../harness/fake-kube-api.ts';
 import { httpsBody } from '../../harness/http-get.ts';
-import { memoryLogger } from '../../harness/memory-logger.ts';
 import { selfSigned, tlsSecretObject } from '../../harness/tls-certs.ts';
+import {
+  GW,
+  loopbackService,
+  ourGatewayClass,
+  putIn,
+  shopRoute as httpRoute,
+  startApiGateway,
+} from './gateway-api-fixtures.ts';
 import { rawIngress } from './ingress-fixtures.ts';
 
-type Obj = Parameters<FakeKubeApi['put']>[1];
 const api = new FakeKubeApi();
-const put = (path: string, o: unknown): void => api.put(path, o as Obj);
-const GW = '/apis/gateway.networking.k8s.io/v1';
+const put = putIn(api);
 const servers: Server[] = [];
 let gateway: Gateway;
 /** The gateway's weighted draws come from here, so a split is exact. */
@@ -37,27 +41,8 @@ async function backend(name: string): Promise<number> {
   return (s.address() as AddressInfo).port;
 }
 
-function service(name: string, port: number): void {
-  put('/api/v1/services', {
-    metadata: { namespace: 'shop', name },
-    spec: {
-      clusterIP: '10.96.0.20',
-      ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: 'http' }],
-    },
-  });
-  put('/apis/discovery.k8s.io/v1/namespaces/shop/endpointslices', {
-    metadata: { namespace: 'shop', name: `${name}-1`, labels: { 'kubernetes.io/service-name': name } },
-    addressType: 'IPv4',
-    endpoints: [{ addresses: ['127.0.0.1'], conditions: { ready: true } }],
-    ports: [{ name: 'http', port, protocol: 'TCP' }],
-  });
-}
+const service = (name: string, port: number): void => loopbackService(api, name, port);
 
-const httpRoute = (name: string, spec: Record<string, unknown>) => ({
-  kind: 'HTTPRoute',
-  metadata: { namespace: 'shop', name, creationTimestamp: '2026-01-01T00:00:00Z' },
-  spec: { parentRefs: [{ name: 'edge', namespace: 'infra' }], ...spec },
-});
 const to = (name: string, weight?: number) => ({
   name,
   port: 80,
@@ -75,11 +60,7 @@ async function silentBackend(): Promise<number> {
 before(async () => {
   for (const n of ['v1', 'v2', 'legacy']) service(n, await backend(n));
   service('silent', await silentBackend());
-  put(`${GW}/gatewayclasses`, {
-    kind: 'GatewayClass',
-    metadata: { name: 'outrigger' },
-    spec: { controllerName: CONTROLLER },
-  });
+  ourGatewayClass(api);
   put(`${GW}/gateways`, {
     kind: 'Gateway',
     metadata: { namespace: 'infra', name: 'edge' },
@@ -209,20 +190,7 @@ before(async () => {
       rules: [{ host: 'legacy.example.com', paths: [{ path: '/', svc: 'legacy', port: 80 }] }],
     }),
   );
-  const config = loadGatewayConfig({
-    flags: { httpPort: '1', httpsPort: '1', adminPort: '1', listenHost: '127.0.0.1', gatewayApi: 'true' },
-  });
-  gateway = await startGateway(
-    { ...config, httpPort: 0, httpsPort: 0, adminPort: 0 },
-    {
-      api,
-      log: memoryLogger('warn'),
-      weightDraw: () => draws.shift() ?? 0,
-      tuning: { discoveryWaitMs: 2_000 },
-    },
-  );
-  for (let i = 0; i < 100 && gateway.resolver.status().subscriptions < 4; i++)
-    await new Promise((r) => setTimeout(r, 10));
+  gateway = await startApiGateway(api, { weightDraw: () => draws.shift() ?? 0 });
 });
 
 after(async () => {

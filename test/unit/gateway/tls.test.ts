@@ -75,6 +75,7 @@ before(async () => {
           `hello ${req.headers.host} ${(req.socket as { encrypted?: boolean }).encrypted ? 'tls' : 'plain'}`,
         ),
       onUpgrade: (_req, socket) => socket.destroy(),
+      onStream: (stream) => stream.close(),
     },
     certs,
     log,
