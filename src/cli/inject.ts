@@ -34,10 +34,14 @@ export function injectionDefaults(opts: Record<string, unknown>): Config {
  * The same rows for a person running `inject`: flags only, so a variable left exported in a shell
  * never changes what inject prints (the webhook, a pod, reads the variables too).
  */
-const personShaping = Object.fromEntries(shaping.map((n) => [n, { ...options[n], env: NO_ENV }])) as Record<
-  OptionName,
-  (typeof options)[OptionName]
->;
+/**
+ * `inject` also takes the sidecar's ports: they go into the pod it prints (HTTP_PROXY, the capture
+ * rules, the probes), where the webhook takes them from its own variables.
+ */
+const injectRows: OptionName[] = [...shaping, 'egressPort', 'ingressPort', 'adminPort'];
+const personShaping = Object.fromEntries(
+  injectRows.map((n) => [n, { ...options[n], env: NO_ENV }]),
+) as Record<OptionName, (typeof options)[OptionName]>;
 
 const MANIFEST_FILE = /\.(ya?ml|json)$/;
 
@@ -80,7 +84,7 @@ export function injectCommand(): Command {
     'inject the sidecar into the pod templates of Kubernetes manifests (YAML, multi-document)',
   );
   const readOwn = addTable(cmd, injectOptions);
-  const readShape = addTable(cmd, personShaping, shaping);
+  const readShape = addTable(cmd, personShaping, injectRows);
   cmd.addHelpText('after', PERSON_HELP);
   return cmd.action(async (opts: Record<string, unknown>) => {
     const flags = loadTable<keyof typeof injectOptions, InjectConfig>(injectOptions, readOwn(opts));

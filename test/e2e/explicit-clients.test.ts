@@ -77,10 +77,12 @@ async function injectedEnv(egressPort: number): Promise<Record<string, string>> 
   const pod =
     'apiVersion: v1\nkind: Pod\nmetadata: {name: app}\nspec:\n  containers: [{name: app, image: app}]\n';
   // The egress port is a sidecar setting: inject reads it from the environment, as the webhook does.
-  const r = await runCli(['inject', '-f', '-', '--capture', 'explicit'], {
-    input: pod,
-    env: { OUTRIGGER_EGRESS_PORT: String(egressPort) },
-  });
+  const r = await runCli(
+    ['inject', '-f', '-', '--capture', 'explicit', '--egress-port', String(egressPort)],
+    {
+      input: pod,
+    },
+  );
   assert.equal(r.status, 0, r.stderr);
   const out = parse(r.stdout) as {
     spec: { containers: { name: string; env?: { name: string; value?: string }[] }[] };
