@@ -31,12 +31,9 @@ export function injectionDefaults(opts: Record<string, unknown>): Config {
 }
 
 /**
- * The same rows for a person running `inject`: flags only, so a variable left exported in a shell
- * never changes what inject prints (the webhook, a pod, reads the variables too).
- */
-/**
- * `inject` also takes the sidecar's ports: they go into the pod it prints (HTTP_PROXY, the capture
- * rules, the probes), where the webhook takes them from its own variables.
+ * The same rows for a person running `inject`, and the sidecar's ports, which go into the pod it
+ * prints (HTTP_PROXY, the capture rules, the probes): flags only, so a variable left exported in a
+ * shell never changes what inject prints (the webhook, a pod, reads the variables too).
  */
 const injectRows: OptionName[] = [...shaping, 'egressPort', 'ingressPort', 'adminPort'];
 const personShaping = Object.fromEntries(
