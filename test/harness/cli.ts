@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess, type SpawnSyncReturns } from 'node:child_process';
 import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -135,4 +135,19 @@ current-context: x
 `,
   );
   return file;
+}
+
+/**
+ * `bash -c SCRIPT` as a user types it against a test cluster: KUBECONFIG and $KUBECTL (the
+ * cluster's kubectl) set, read when the script runs (the cluster starts after the shell is made).
+ */
+export function clusterShell(
+  kubeconfig: () => string,
+  kubectl: () => string,
+): (script: string) => SpawnSyncReturns<string> {
+  return (script) =>
+    spawnSync('bash', ['-c', script], {
+      encoding: 'utf8',
+      env: { ...process.env, KUBECONFIG: kubeconfig(), KUBECTL: kubectl() },
+    });
 }

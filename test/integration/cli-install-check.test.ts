@@ -14,6 +14,7 @@ import { parseAllDocuments } from 'yaml';
 import { makeCa, issueServing } from '../../src/cli/pki.ts';
 import {
   closedKubeconfig,
+  clusterShell,
   runCli,
   startCli,
   stopCli,
@@ -48,11 +49,10 @@ describe('install and check against a real API server', { concurrency: 1, timeou
   let webhook: CliProcess | undefined;
   const env = (): Record<string, string> => ({ KUBECONFIG: cluster?.kubeconfigPath ?? '' });
 
-  const sh = (script: string) =>
-    spawnSync('bash', ['-c', script], {
-      encoding: 'utf8',
-      env: { ...process.env, ...env(), KUBECTL: kubectl },
-    });
+  const sh = clusterShell(
+    () => cluster?.kubeconfigPath ?? '',
+    () => kubectl,
+  );
   const check = (...extra: string[]) => runCli(['check', ...extra], { env: env() });
 
   async function startWebhook(cert: string, key: string): Promise<void> {

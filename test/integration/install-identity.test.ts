@@ -4,13 +4,12 @@
 // nothing of the issuer. The webhook runs as a local process (--webhook-url): this cluster has
 // no kubelet, so no Deployment of it ever becomes ready, and check reads the issuer's CA only.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test, type TestContext } from 'node:test';
 import { parseAllDocuments } from 'yaml';
-import { runCli, startCli, stopCli, waitForOutput, type CliProcess } from '../harness/cli.ts';
+import { clusterShell, runCli, startCli, stopCli, waitForOutput, type CliProcess } from '../harness/cli.ts';
 import { startCluster, type TestCluster } from '../harness/cluster.ts';
 import { freePort } from '../harness/jaeger.ts';
 import { repoRoot, testBinaries } from '../harness/tools.ts';
@@ -23,11 +22,10 @@ describe('install --identity against a real API server', { concurrency: 1, timeo
   let port = 0;
   let webhook: CliProcess | undefined;
   const env = (): Record<string, string> => ({ KUBECONFIG: cluster?.kubeconfigPath ?? '' });
-  const sh = (script: string) =>
-    spawnSync('bash', ['-c', script], {
-      encoding: 'utf8',
-      env: { ...process.env, ...env(), KUBECTL: testBinaries().kubectl },
-    });
+  const sh = clusterShell(
+    () => cluster?.kubeconfigPath ?? '',
+    () => testBinaries().kubectl,
+  );
   const kubectl = (args: string): string => {
     const r = sh(`"$KUBECTL" ${args}`);
     assert.equal(r.status, 0, `kubectl ${args}\n${r.stderr}`);

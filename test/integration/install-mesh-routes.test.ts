@@ -2,9 +2,9 @@
 // gets the flag, and a later `outrigger install` without it reads the install and keeps it (an
 // upgrade must not turn mesh routes off for the pods injected next).
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { after, test } from 'node:test';
+import { clusterShell } from '../harness/cli.ts';
 import { startCluster, type TestCluster } from '../harness/cluster.ts';
 import { testBinaries } from '../harness/tools.ts';
 
@@ -20,11 +20,10 @@ test(
   async (t) => {
     cluster = await startCluster(t);
     if (!cluster) return;
-    const sh = (script: string) =>
-      spawnSync('bash', ['-c', script], {
-        encoding: 'utf8',
-        env: { ...process.env, KUBECONFIG: cluster?.kubeconfigPath ?? '', KUBECTL: testBinaries().kubectl },
-      });
+    const sh = clusterShell(
+      () => cluster?.kubeconfigPath ?? '',
+      () => testBinaries().kubectl,
+    );
     const webhookArgs = (): string => {
       const r = sh(
         `"$KUBECTL" -n outrigger-system get deployment outrigger-webhook -o jsonpath='{.spec.template.spec.containers[0].args}'`,
