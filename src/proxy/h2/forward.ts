@@ -5,10 +5,8 @@ import {
   type OutgoingHttpHeaders,
   type ServerHttp2Stream,
 } from 'node:http2';
-import type { Readable } from 'node:stream';
-import type { Outcome } from '../../balance/balancer.ts';
+import type { AttemptFeedback, Outcome } from '../../balance/balancer.ts';
 import type { Clock, Timer } from '../../shared/clock.ts';
-import { BodyReplay } from '../body-replay.ts';
 import type { ForwardPlan, ForwardResult, Upstream } from '../forward.ts';
 import type { Hop } from '../observer.ts';
 import { ERROR_HEADER, statusOf, type ProxyErrorCode } from '../status.ts';
@@ -45,27 +43,18 @@ export interface H2Result extends ForwardResult {
   grpcStatus?: number;
 }
 
-type Attempt =
-  | {
-      kind: 'response';
-      up: ClientHttp2Stream;
-      headers: IncomingHttpHeaders;
-      endStream: boolean;
-      /** Whether the response ended with END_STREAM (not with a reset). */
-      complete: () => boolean;
-      /** Trailers can arrive in the same read as the headers, before the relay listens. */
-      trailers: () => IncomingHttpHeaders | undefined;
-    }
-  | { kind: 'connect_failure'; timedOut: boolean; message: string }
-  | { kind: 'refused'; message: string }
-  | { kind: 'reset'; code: number }
-  | { kind: 'invalid'; message: string }
-  /** routeMs: a route's timeout (request or backendRequest) ran out, not the listener's. */
-  | { kind: 'timeout'; routeMs?: number }
-  | { kind: 'deadline' }
-  | { kind: 'client_gone' };
+/** Why an attempt ended before a response: what the next attempt, or the call's answer, depends on. */
+type Failure =
+  { kind: 'connect_failure'; timedOut: boolean; message: string } | { kind: 'refused'; message: string };
 
 const { NGHTTP2_CANCEL, NGHTTP2_REFUSED_STREAM, NGHTTP2_INTERNAL_ERROR, NGHTTP2_FLAG_END_STREAM } = constants;
+
+/** Linkerd's rule for what may be sent again to another endpoint: the first 64 KiB of a body. */
+const REPLAY_LIMIT = 64 * 1024;
+
+const NONE_TRIED: ReadonlySet<string> = new Set();
+
+const ignore = (): void => {};
 
 export class H2Forwarder {
   readonly #o: H2ForwarderOptions;
@@ -78,339 +67,422 @@ export class H2Forwarder {
     return this.#o.pool;
   }
 
-  async forward(call: H2Call, plan: ForwardPlan, hop: Hop): Promise<H2Result> {
-    const deadline = new Deadline();
-    const start = this.#o.clock.now();
-    const timer =
-      call.timeoutMs === undefined
-        ? undefined
-        : this.#o.clock.setTimer(call.timeoutMs, () => deadline.expire());
-    const remaining = (): number | undefined =>
-      call.timeoutMs === undefined ? undefined : call.timeoutMs - (this.#o.clock.now() - start);
-    try {
-      return await this.#run(call, plan, hop, deadline, remaining);
-    } finally {
-      timer?.cancel();
-    }
-  }
-
-  async #run(
-    call: H2Call,
-    plan: ForwardPlan,
-    hop: Hop,
-    signal: Deadline,
-    remaining: () => number | undefined,
-  ): Promise<H2Result> {
-    const tried = new Set<string>();
-    // A route's timeouts (Gateway API HTTPRoute timeouts.request and .backendRequest) bound the
-    // wait for the response's headers: over all attempts, and per attempt.
-    const routeDeadline =
-      plan.requestTimeoutMs === undefined ? undefined : this.#o.clock.now() + plan.requestTimeoutMs;
-    // The body is held (bounded) only where a second attempt is possible.
-    const replay = plan.maxAttempts > 1 ? new BodyReplay(call.down) : undefined;
-    let last: Attempt | undefined;
-    for (let attempt = 0; attempt < plan.maxAttempts; attempt++) {
-      const up = plan.next(tried);
-      if (!up) break;
-      if (attempt > 0) {
-        if (!replay?.replayable || (plan.budget && !plan.budget.tryWithdraw())) break;
-        hop.addRetry(last?.kind === 'refused' ? 'refused_stream' : 'connect_failure');
-      }
-      let routeMs = plan.attemptTimeoutMs;
-      if (routeDeadline !== undefined) {
-        const left = Math.floor(routeDeadline - this.#o.clock.now());
-        if (left <= 0)
-          return this.#fail(call, 'upstream_timeout', "no response within the route's request timeout");
-        routeMs = Math.min(left, routeMs ?? left);
-      }
-      tried.add(up.id);
-      hop.setEndpoint(up.host, up.port);
-      // The balancer times the stream, not the session set-up (see AttemptFeedback.ready).
-      const done = plan.start(up);
-      const begin = (): void => done.ready?.();
-      const headers = { ...call.headers };
-      const left = remaining();
-      if (left !== undefined) headers['grpc-timeout'] = formatGrpcTimeout(left);
-      hop.inject(headers);
-      const body = replay ? replay.attempt() : call.down;
-      const r = await this.#attempt(call, up, headers, signal, body, begin, routeMs);
-      last = r;
-      switch (r.kind) {
-        case 'response':
-          replay?.connected();
-          done(outcomeOf(r.headers, r.endStream));
-          return this.#relay(call, r, signal, plan.editResponse);
-        case 'connect_failure':
-          done('connect_failure');
-          continue;
-        case 'refused':
-          done('cancelled');
-          continue;
-        case 'deadline':
-          done('cancelled');
-          return this.#fail(
-            call,
-            'upstream_timeout',
-            `deadline of ${call.timeoutMs} ms (grpc-timeout) exceeded`,
-          );
-        case 'timeout':
-          done('timeout');
-          return this.#fail(
-            call,
-            'upstream_timeout',
-            r.routeMs === undefined
-              ? `no response within ${this.#o.responseTimeoutMs} ms`
-              : `no response within the route's timeout (${r.routeMs} ms)`,
-          );
-        case 'reset':
-          done('server_error');
-          return this.#fail(
-            call,
-            'upstream_failed',
-            `upstream ${up.host}:${up.port} reset the stream (code ${r.code})`,
-            grpcStatusOfReset(r.code),
-          );
-        case 'invalid':
-          done('cancelled');
-          return this.#fail(
-            call,
-            'bad_request',
-            `request not forwardable: ${r.message}`,
-            GrpcStatus.INTERNAL,
-          );
-        case 'client_gone':
-          done('cancelled');
-          return answered(call.down) ?? { status: 0, errorMessage: 'client went away' };
-      }
-    }
-    if (!last) return this.#fail(call, 'upstream_failed', 'no endpoint left to try');
-    if (last.kind === 'connect_failure' && last.timedOut)
-      // Still UNAVAILABLE for gRPC: the call never started, so the client may retry it.
-      return this.#fail(
-        call,
-        'upstream_timeout',
-        `connect timed out: ${last.message}`,
-        GrpcStatus.UNAVAILABLE,
-      );
-    const msg = 'message' in last ? last.message : last.kind;
-    return this.#fail(call, 'upstream_failed', `all ${tried.size} tried endpoints failed: ${msg}`);
-  }
-
-  #attempt(
-    call: H2Call,
-    target: Upstream,
-    headers: OutgoingHttpHeaders,
-    signal: Deadline,
-    body: Readable,
-    opened: () => void,
-    routeMs: number | undefined,
-  ): Promise<Attempt> {
-    return new Promise((resolve) => {
-      let settled = false;
-      let up: ClientHttp2Stream | undefined;
-      let timer: Timer | undefined;
-      // From the attempt's start (connect included) to the response's headers, as on HTTP/1.1.
-      const routeTimer =
-        routeMs === undefined
-          ? undefined
-          : this.#o.clock.setTimer(routeMs, () => settle({ kind: 'timeout', routeMs }));
-      const settle = (r: Attempt): void => {
-        if (settled) return;
-        settled = true;
-        timer?.cancel();
-        routeTimer?.cancel();
-        call.down.off('close', onClientClose);
-        signal.listener = undefined;
-        if (r.kind !== 'response') {
-          body.unpipe();
-          if (up && !up.closed) up.close(NGHTTP2_CANCEL);
-        }
-        resolve(r);
-      };
-      const onClientClose = (): void => settle({ kind: 'client_gone' });
-      const onDeadline = (): void => settle({ kind: 'deadline' });
-      if (signal.aborted) return settle({ kind: 'deadline' });
-      if (call.down.closed || call.down.destroyed) return settle({ kind: 'client_gone' });
-      call.down.once('close', onClientClose);
-      signal.listener = onDeadline;
-      this.#o.pool.request(target, headers, {}).then(
-        (stream) => {
-          up = stream;
-          if (settled) {
-            stream.close(NGHTTP2_CANCEL);
-            return;
-          }
-          opened();
-          const complete = watchEndStream(stream);
-          stream.on('error', () => {});
-          let trailers: IncomingHttpHeaders | undefined;
-          stream.once('trailers', (t: IncomingHttpHeaders) => (trailers = t));
-          // The HEADERS frame's own END_STREAM flag: endAfterHeaders is not yet set at this event.
-          stream.once('response', (h, flags: number) =>
-            settle({
-              kind: 'response',
-              up: stream,
-              headers: h,
-              endStream: (flags & NGHTTP2_FLAG_END_STREAM) !== 0,
-              complete,
-              trailers: () => trailers,
-            }),
-          );
-          stream.once('close', () =>
-            settle(
-              stream.rstCode === NGHTTP2_REFUSED_STREAM
-                ? { kind: 'refused', message: `${target.host}:${target.port} refused the stream` }
-                : { kind: 'reset', code: stream.rstCode ?? NGHTTP2_INTERNAL_ERROR },
-            ),
-          );
-          // gRPC calls are bounded by their own deadline only: a client-streaming call may
-          // legitimately wait long for its answer.
-          if (!call.grpc)
-            stream.once('finish', () => {
-              timer = this.#o.clock.setTimer(this.#o.responseTimeoutMs, () => settle({ kind: 'timeout' }));
-            });
-          body.pipe(stream);
-        },
-        (e: unknown) =>
-          settle(
-            !(e instanceof H2OpenError)
-              ? { kind: 'invalid', message: (e as Error).message }
-              : e.kind === 'refused'
-                ? { kind: 'refused', message: e.message }
-                : {
-                    kind: 'connect_failure',
-                    timedOut: e.timedOut,
-                    message: `connect to ${target.host}:${target.port} failed: ${(e as Error).message}`,
-                  },
-          ),
-      );
-    });
-  }
-
-  /** The upstream response, body and trailers downstream; resolves when the call has ended. */
-  #relay(
-    call: H2Call,
-    r: Extract<Attempt, { kind: 'response' }>,
-    signal: Deadline,
-    editResponse: ForwardPlan['editResponse'],
-  ): Promise<H2Result> {
-    const { down } = call;
-    const { up } = r;
-    const status = Number(r.headers[':status'] ?? 502);
-    let grpcStatus = grpcStatusIn(r.headers);
-    let errorCode: ProxyErrorCode | undefined;
-    let errorMessage = '';
-    return new Promise((resolve) => {
-      const finish = (): void => {
-        signal.listener = undefined;
-        resolve({
-          status,
-          ...(grpcStatus === undefined ? {} : { grpcStatus }),
-          ...(errorCode ? { errorCode, errorMessage } : {}),
-        });
-      };
-      let trailers: OutgoingHttpHeaders | undefined;
-      const onDeadline = (): void => {
-        // The upstream call is cancelled; a gRPC client is told why in the trailers.
-        errorCode = 'upstream_timeout';
-        errorMessage = 'deadline exceeded while streaming';
-        up.unpipe(down);
-        up.close(NGHTTP2_CANCEL);
-        if (!call.grpc) return void down.close(NGHTTP2_CANCEL);
-        grpcStatus = GrpcStatus.DEADLINE_EXCEEDED;
-        trailers = errorHeaders(true, 'upstream_timeout', 'deadline exceeded');
-        delete trailers[':status'];
-        delete trailers['content-type'];
-        down.end();
-      };
-      if (down.closed || down.destroyed || down.headersSent) {
-        up.close(NGHTTP2_CANCEL);
-        const theirs = answered(down);
-        return theirs ? resolve(theirs) : finish();
-      }
-      down.once('close', () => {
-        if (!up.closed) up.close(NGHTTP2_CANCEL);
-        finish();
-      });
-      // A route's ResponseHeaderModifier; a Trailers-Only answer's gRPC status stays where it is.
-      const head = copyHeaders(r.headers);
-      editResponse?.(head);
-      try {
-        if (r.endStream) {
-          // Trailers-Only: one HEADERS frame with END_STREAM, kept as it came.
-          down.respond(head, { endStream: true });
-          return;
-        }
-        down.respond(head, { waitForTrailers: true });
-      } catch {
-        // A header Node refuses to write fails this call, not the process.
-        up.close(NGHTTP2_CANCEL);
-        down.close(NGHTTP2_INTERNAL_ERROR);
-        return;
-      }
-      signal.listener = onDeadline;
-      down.once('wantTrailers', () => {
-        const got = r.trailers();
-        if (!trailers && got) {
-          trailers = copyHeaders(got);
-          grpcStatus = grpcStatusIn(got) ?? grpcStatus;
-        }
-        try {
-          down.sendTrailers(trailers ?? {});
-        } catch {
-          down.close(NGHTTP2_INTERNAL_ERROR);
-        }
-      });
-      // Only END_STREAM ends the response downstream. RST_STREAM(NO_ERROR) is a clean end only
-      // after it (RFC 9113 section 8.1: "stop sending the request body"); before it, the body
-      // was cut, and a client without content-length would take the short body as whole.
-      up.once('end', () => {
-        if (r.complete()) down.end();
-      });
-      up.once('close', () => {
-        if (errorCode || down.closed || r.complete()) return;
-        // A reset is passed on with its code; NO_ERROR would read as "done" to the client.
-        const code = up.rstCode ? up.rstCode : NGHTTP2_INTERNAL_ERROR;
-        errorCode = 'upstream_failed';
-        errorMessage = `upstream reset the stream (code ${up.rstCode ?? 'none'}) before its response ended`;
-        if (call.grpc) grpcStatus = grpcStatusOfReset(code);
-        down.close(code);
-      });
-      if (!call.grpc)
-        down.setTimeout(this.#o.idleTimeoutMs, () => {
-          up.close(NGHTTP2_CANCEL);
-          down.close(NGHTTP2_CANCEL);
-        });
-      up.pipe(down, { end: false });
-    });
-  }
-
-  #fail(call: H2Call, code: ProxyErrorCode, detail: string, grpcStatus?: number): H2Result {
-    const headers = answerError(call.down, call.grpc, code, detail, grpcStatus);
-    return {
-      status: call.grpc ? 200 : statusOf[code],
-      errorCode: code,
-      errorMessage: detail,
-      ...(call.grpc ? { grpcStatus: Number(headers['grpc-status']) } : {}),
-    };
+  forward(call: H2Call, plan: ForwardPlan, hop: Hop): Promise<H2Result> {
+    return new Promise((resolve) => new H2Exchange(this.#o, call, plan, hop, resolve).next());
   }
 }
 
 /**
- * A call's grpc-timeout: expired once, heard by the one step waiting on it (the attempt, then the
- * relay). Not an AbortController: one per call, and an EventTarget with its listeners is costly
- * for something most calls (no grpc-timeout) never use.
+ * One forwarded stream, from its first attempt to the end of its response: one object per call,
+ * whose handlers are its own fields (no promise, `once` wrapper or pipe per attempt), because a
+ * gRPC call's own work is small and the garbage per call is what the proxy pays for in GC.
  */
-class Deadline {
-  aborted = false;
-  listener: (() => void) | undefined;
+class H2Exchange {
+  readonly #o: H2ForwarderOptions;
+  readonly #call: H2Call;
+  readonly #down: ServerHttp2Stream;
+  readonly #plan: ForwardPlan;
+  readonly #hop: Hop;
+  readonly #resolve: (r: H2Result) => void;
+  #phase: 'attempt' | 'relay' | 'done' = 'attempt';
+  #attempts = 0;
+  /** Endpoints tried, once there is more than one attempt. */
+  #tried: Set<string> | undefined;
+  #endpoint: Upstream | undefined;
+  #feedback: AttemptFeedback | undefined;
+  #last: Failure | undefined;
+  /** The current attempt's stream; undefined while a session is being found. */
+  #up: ClientHttp2Stream | undefined;
+  /** The call's grpc-timeout, from the clock's `#start`. */
+  readonly #start: number;
+  #deadline: Timer | undefined;
+  /** A route's timeouts.request: the clock's time by which a response must have begun. */
+  readonly #routeDeadline: number | undefined;
+  #routeMs: number | undefined;
+  #attemptTimer: Timer | undefined;
+  /** Non-gRPC requests: from the whole request sent upstream to the response headers. */
+  #responseTimer: Timer | undefined;
+  // The request body: the first REPLAY_LIMIT bytes are kept while another attempt may need them.
+  #kept: Buffer[] | undefined;
+  #keptBytes = 0;
+  #reading = false;
+  #bodyEnded = false;
+  // The response.
+  #status = 0;
+  #grpcStatus: number | undefined;
+  #errorCode: ProxyErrorCode | undefined;
+  #errorMessage = '';
+  /** Whether the response ended with END_STREAM (not with a reset: see #watchEndStream). */
+  #complete = false;
+  #upTrailers: IncomingHttpHeaders | undefined;
+  /** Our own trailers (a deadline hit while streaming), in place of the upstream's. */
+  #trailers: OutgoingHttpHeaders | undefined;
 
-  expire(): void {
-    if (this.aborted) return;
-    this.aborted = true;
-    const l = this.listener;
-    this.listener = undefined;
-    l?.();
+  constructor(
+    o: H2ForwarderOptions,
+    call: H2Call,
+    plan: ForwardPlan,
+    hop: Hop,
+    resolve: (r: H2Result) => void,
+  ) {
+    this.#o = o;
+    this.#call = call;
+    this.#down = call.down;
+    this.#plan = plan;
+    this.#hop = hop;
+    this.#resolve = resolve;
+    this.#start = o.clock.now();
+    this.#routeDeadline =
+      plan.requestTimeoutMs === undefined ? undefined : this.#start + plan.requestTimeoutMs;
+    this.#kept = plan.maxAttempts > 1 ? [] : undefined;
+    if (call.timeoutMs !== undefined) this.#deadline = o.clock.setTimer(call.timeoutMs, this.#onDeadline);
+    this.#down.on('close', this.#onDownClose);
+  }
+
+  /** The next attempt, or the call's answer when none is left. */
+  next(): void {
+    if (this.#down.closed || this.#down.destroyed) return this.#gone();
+    const plan = this.#plan;
+    if (this.#endpoint) this.#tried ??= new Set([this.#endpoint.id]);
+    const up = this.#attempts < plan.maxAttempts ? plan.next(this.#tried ?? NONE_TRIED) : undefined;
+    if (!up) return this.#exhausted();
+    if (this.#attempts > 0) {
+      if (!this.#kept || (plan.budget && !plan.budget.tryWithdraw())) return this.#exhausted();
+      this.#hop.addRetry(this.#last?.kind === 'refused' ? 'refused_stream' : 'connect_failure');
+      this.#tried?.add(up.id);
+    }
+    this.#routeMs = plan.attemptTimeoutMs;
+    if (this.#routeDeadline !== undefined) {
+      const left = Math.floor(this.#routeDeadline - this.#o.clock.now());
+      if (left <= 0) return this.#fail('upstream_timeout', "no response within the route's request timeout");
+      this.#routeMs = Math.min(left, this.#routeMs ?? left);
+    }
+    this.#attempts++;
+    this.#endpoint = up;
+    this.#hop.setEndpoint(up.host, up.port);
+    // The balancer times the stream, not the session set-up (see AttemptFeedback.ready).
+    this.#feedback = plan.start(up);
+    const headers = this.#call.headers;
+    if (this.#call.timeoutMs !== undefined)
+      headers['grpc-timeout'] = formatGrpcTimeout(this.#call.timeoutMs - (this.#o.clock.now() - this.#start));
+    this.#hop.inject(headers);
+    // From the attempt's start (connect included) to the response's headers, as on HTTP/1.1.
+    if (this.#routeMs !== undefined)
+      this.#attemptTimer = this.#o.clock.setTimer(this.#routeMs, this.#onRouteTimeout);
+    this.#o.pool.request(up, headers, {}).then(this.#opened, this.#notOpened);
+  }
+
+  readonly #opened = (stream: ClientHttp2Stream): void => {
+    if (this.#phase !== 'attempt' || this.#up) return void stream.close(NGHTTP2_CANCEL);
+    this.#up = stream;
+    this.#feedback?.ready?.();
+    stream.on('error', ignore);
+    stream.on('response', this.#onResponse);
+    stream.on('trailers', this.#onUpTrailers);
+    stream.on('close', this.#onUpClose);
+    stream.on('drain', this.#onUpDrain);
+    // gRPC calls are bounded by their own deadline only: a client-streaming call may
+    // legitimately wait long for its answer.
+    if (!this.#call.grpc) stream.on('finish', this.#onUpFinish);
+    this.#sendBody(stream);
+  };
+
+  readonly #notOpened = (e: unknown): void => {
+    if (this.#phase !== 'attempt') return;
+    if (!(e instanceof H2OpenError)) {
+      this.#feedback?.('cancelled');
+      return this.#fail(
+        'bad_request',
+        `request not forwardable: ${(e as Error).message}`,
+        GrpcStatus.INTERNAL,
+      );
+    }
+    const { host, port } = this.#endpoint!; // set by the attempt that failed
+    this.#retry(
+      e.kind === 'refused'
+        ? { kind: 'refused', message: e.message }
+        : {
+            kind: 'connect_failure',
+            timedOut: e.timedOut,
+            message: `connect to ${host}:${port} failed: ${e.message}`,
+          },
+    );
+  };
+
+  /** An attempt that reached no application: another endpoint may take the call. */
+  #retry(failure: Failure): void {
+    this.#feedback?.(failure.kind === 'refused' ? 'cancelled' : 'connect_failure');
+    this.#last = failure;
+    this.#endAttempt();
+    this.next();
+  }
+
+  /** Stops the current attempt: its stream hears nothing more of this call. */
+  #endAttempt(): void {
+    this.#stopTimers();
+    const up = this.#up;
+    if (!up) return;
+    this.#up = undefined;
+    if (this.#reading) this.#down.pause();
+    up.off('response', this.#onResponse);
+    up.off('trailers', this.#onUpTrailers);
+    up.off('close', this.#onUpClose);
+    up.off('drain', this.#onUpDrain);
+    up.off('finish', this.#onUpFinish);
+    if (!up.closed) up.close(NGHTTP2_CANCEL);
+  }
+
+  /** The body so far (kept for a retry), then the rest as it arrives, with back-pressure. */
+  #sendBody(up: ClientHttp2Stream): void {
+    if (this.#kept) for (const c of this.#kept) up.write(c);
+    if (this.#bodyEnded) return void up.end();
+    if (this.#reading) return void this.#down.resume();
+    this.#reading = true;
+    this.#down.on('data', this.#onDownData);
+    this.#down.on('end', this.#onDownEnd);
+  }
+
+  readonly #onDownData = (chunk: Buffer): void => {
+    if (this.#kept) {
+      this.#keptBytes += chunk.length;
+      if (this.#keptBytes > REPLAY_LIMIT) this.#kept = undefined;
+      else this.#kept.push(chunk);
+    }
+    const up = this.#up;
+    if (!up) return void this.#down.pause();
+    if (!up.write(chunk)) this.#down.pause();
+  };
+
+  readonly #onDownEnd = (): void => {
+    this.#bodyEnded = true;
+    this.#up?.end();
+  };
+
+  readonly #onUpDrain = (): void => {
+    this.#down.resume();
+  };
+
+  readonly #onUpFinish = (): void => {
+    if (this.#phase === 'attempt')
+      this.#responseTimer = this.#o.clock.setTimer(this.#o.responseTimeoutMs, this.#onResponseTimeout);
+  };
+
+  readonly #onRouteTimeout = (): void => {
+    if (this.#phase !== 'attempt') return;
+    this.#feedback?.('timeout');
+    this.#fail('upstream_timeout', `no response within the route's timeout (${this.#routeMs} ms)`);
+  };
+
+  readonly #onResponseTimeout = (): void => {
+    if (this.#phase !== 'attempt') return;
+    this.#feedback?.('timeout');
+    this.#fail('upstream_timeout', `no response within ${this.#o.responseTimeoutMs} ms`);
+  };
+
+  /** The upstream stream closed: before a response, a refusal or a reset; after, see #relayClosed. */
+  readonly #onUpClose = (): void => {
+    const up = this.#up!; // only the current attempt's stream has this listener
+    if (this.#phase === 'relay') return this.#relayClosed(up);
+    if (this.#phase !== 'attempt') return;
+    const { host, port } = this.#endpoint!;
+    if (up.rstCode === NGHTTP2_REFUSED_STREAM)
+      return this.#retry({ kind: 'refused', message: `${host}:${port} refused the stream` });
+    const code = up.rstCode ?? NGHTTP2_INTERNAL_ERROR;
+    this.#feedback?.('server_error');
+    this.#fail(
+      'upstream_failed',
+      `upstream ${host}:${port} reset the stream (code ${code})`,
+      grpcStatusOfReset(code),
+    );
+  };
+
+  readonly #onDownClose = (): void => {
+    if (this.#phase === 'attempt') {
+      this.#feedback?.('cancelled');
+      this.#endAttempt();
+      return this.#gone();
+    }
+    const up = this.#up;
+    if (up && !up.closed) up.close(NGHTTP2_CANCEL);
+    this.#finish();
+  };
+
+  readonly #onDeadline = (): void => {
+    if (this.#phase === 'attempt') {
+      this.#feedback?.('cancelled');
+      return this.#fail('upstream_timeout', `deadline of ${this.#call.timeoutMs} ms (grpc-timeout) exceeded`);
+    }
+    if (this.#phase !== 'relay') return;
+    // The upstream call is cancelled; a gRPC client is told why in the trailers.
+    this.#errorCode = 'upstream_timeout';
+    this.#errorMessage = 'deadline exceeded while streaming';
+    const up = this.#up!;
+    up.off('data', this.#onUpData);
+    up.close(NGHTTP2_CANCEL);
+    if (!this.#call.grpc) return void this.#down.close(NGHTTP2_CANCEL);
+    this.#grpcStatus = GrpcStatus.DEADLINE_EXCEEDED;
+    const trailers = errorHeaders(true, 'upstream_timeout', 'deadline exceeded');
+    delete trailers[':status'];
+    delete trailers['content-type'];
+    this.#trailers = trailers;
+    this.#down.end();
+  };
+
+  // The HEADERS frame's own END_STREAM flag: endAfterHeaders is not yet set at this event.
+  readonly #onResponse = (headers: IncomingHttpHeaders, flags: number): void => {
+    if (this.#phase !== 'attempt') return;
+    this.#stopTimers();
+    this.#kept = undefined;
+    const endStream = (flags & NGHTTP2_FLAG_END_STREAM) !== 0;
+    this.#feedback?.(outcomeOf(headers, endStream));
+    this.#phase = 'relay';
+    this.#relay(this.#up!, headers, endStream);
+  };
+
+  /** The upstream response, body and trailers downstream; the call ends when the client's stream closes. */
+  #relay(up: ClientHttp2Stream, headers: IncomingHttpHeaders, endStream: boolean): void {
+    const down = this.#down;
+    this.#status = Number(headers[':status'] ?? 502);
+    this.#grpcStatus = grpcStatusIn(headers);
+    if (down.closed || down.destroyed || down.headersSent) {
+      up.close(NGHTTP2_CANCEL);
+      return this.#finish(answered(down));
+    }
+    // A route's ResponseHeaderModifier; a Trailers-Only answer's gRPC status stays where it is.
+    const head = copyHeaders(headers);
+    this.#plan.editResponse?.(head);
+    try {
+      // Trailers-Only: one HEADERS frame with END_STREAM, kept as it came.
+      down.respond(head, endStream ? { endStream: true } : { waitForTrailers: true });
+    } catch {
+      // A header Node refuses to write fails this call, not the process.
+      up.close(NGHTTP2_CANCEL);
+      down.close(NGHTTP2_INTERNAL_ERROR);
+      return;
+    }
+    if (endStream) {
+      // The answer is whole: neither a deadline nor the upstream stream's close changes it.
+      this.#complete = true;
+      this.#deadline?.cancel();
+      return;
+    }
+    this.#watchEndStream(up);
+    down.on('wantTrailers', this.#onWantTrailers);
+    down.on('drain', this.#onDownDrain);
+    up.on('data', this.#onUpData);
+    up.on('end', this.#onUpEnd);
+    if (!this.#call.grpc) down.setTimeout(this.#o.idleTimeoutMs, this.#onIdle);
+  }
+
+  readonly #onUpTrailers = (t: IncomingHttpHeaders): void => {
+    this.#upTrailers = t;
+  };
+
+  readonly #onUpData = (chunk: Buffer): void => {
+    if (!this.#down.write(chunk)) this.#up?.pause();
+  };
+
+  readonly #onDownDrain = (): void => {
+    this.#up?.resume();
+  };
+
+  // Only END_STREAM ends the response downstream. RST_STREAM(NO_ERROR) is a clean end only
+  // after it (RFC 9113 section 8.1: "stop sending the request body"); before it, the body
+  // was cut, and a client without content-length would take the short body as whole.
+  readonly #onUpEnd = (): void => {
+    if (this.#complete && !this.#errorCode) this.#down.end();
+  };
+
+  readonly #onWantTrailers = (): void => {
+    const got = this.#upTrailers;
+    if (!this.#trailers && got) {
+      this.#trailers = copyHeaders(got);
+      this.#grpcStatus = grpcStatusIn(got) ?? this.#grpcStatus;
+    }
+    try {
+      this.#down.sendTrailers(this.#trailers ?? {});
+    } catch {
+      this.#down.close(NGHTTP2_INTERNAL_ERROR);
+    }
+  };
+
+  readonly #onIdle = (): void => {
+    this.#up?.close(NGHTTP2_CANCEL);
+    this.#down.close(NGHTTP2_CANCEL);
+  };
+
+  #relayClosed(up: ClientHttp2Stream): void {
+    if (this.#errorCode || this.#down.closed || this.#complete) return;
+    // A reset is passed on with its code; NO_ERROR would read as "done" to the client.
+    const code = up.rstCode ? up.rstCode : NGHTTP2_INTERNAL_ERROR;
+    this.#errorCode = 'upstream_failed';
+    this.#errorMessage = `upstream reset the stream (code ${up.rstCode ?? 'none'}) before its response ended`;
+    if (this.#call.grpc) this.#grpcStatus = grpcStatusOfReset(code);
+    this.#down.close(code);
+  }
+
+  /**
+   * Node ends a client stream's readable side the same way for END_STREAM and for
+   * RST_STREAM(NO_ERROR); only the order differs: END_STREAM ends it while the stream is still
+   * open, a reset after the stream has been marked closed.
+   */
+  #watchEndStream(up: ClientHttp2Stream): void {
+    const push = up.push;
+    up.push = (chunk: unknown, encoding?: BufferEncoding): boolean => {
+      if (chunk === null && !up.closed) this.#complete = true;
+      return push.call(up, chunk, encoding);
+    };
+  }
+
+  #stopTimers(): void {
+    this.#attemptTimer?.cancel();
+    this.#attemptTimer = undefined;
+    this.#responseTimer?.cancel();
+    this.#responseTimer = undefined;
+  }
+
+  /** The client's stream closed before a response: an answer the listener gave meanwhile (a 408) stands. */
+  #gone(): void {
+    this.#finish(answered(this.#down) ?? { status: 0, errorMessage: 'client went away' });
+  }
+
+  #exhausted(): void {
+    const last = this.#last;
+    if (!last) return this.#fail('upstream_failed', 'no endpoint left to try');
+    if (last.kind === 'connect_failure' && last.timedOut)
+      // Still UNAVAILABLE for gRPC: the call never started, so the client may retry it.
+      return this.#fail('upstream_timeout', `connect timed out: ${last.message}`, GrpcStatus.UNAVAILABLE);
+    const tried = this.#tried?.size ?? 1;
+    this.#fail('upstream_failed', `all ${tried} tried endpoints failed: ${last.message}`);
+  }
+
+  /** Answers the client with a proxy error; the call is over. */
+  #fail(code: ProxyErrorCode, detail: string, grpcStatus?: number): void {
+    this.#endAttempt();
+    const grpc = this.#call.grpc;
+    const headers = answerError(this.#down, grpc, code, detail, grpcStatus);
+    this.#finish({
+      status: grpc ? 200 : statusOf[code],
+      errorCode: code,
+      errorMessage: detail,
+      ...(grpc ? { grpcStatus: Number(headers['grpc-status']) } : {}),
+    });
+  }
+
+  /** Resolves the call once: with `r`, or with what the relay saw. */
+  #finish(r?: H2Result): void {
+    if (this.#phase === 'done') return;
+    this.#phase = 'done';
+    this.#deadline?.cancel();
+    this.#stopTimers();
+    this.#down.off('close', this.#onDownClose);
+    this.#resolve(
+      r ?? {
+        status: this.#status,
+        ...(this.#grpcStatus === undefined ? {} : { grpcStatus: this.#grpcStatus }),
+        ...(this.#errorCode ? { errorCode: this.#errorCode, errorMessage: this.#errorMessage } : {}),
+      },
+    );
   }
 }
 
@@ -448,21 +520,6 @@ function answered(down: ServerHttp2Stream): H2Result | undefined {
     ...(typeof code === 'string' ? { errorCode: code as ProxyErrorCode } : {}),
     errorMessage: 'answered by the listener',
   };
-}
-
-/**
- * Whether a client stream's response ended with END_STREAM. Node ends the readable side the same
- * way for END_STREAM and for RST_STREAM(NO_ERROR); only the order differs: END_STREAM ends it
- * while the stream is still open, a reset after the stream has been marked closed.
- */
-function watchEndStream(stream: ClientHttp2Stream): () => boolean {
-  let ended = false;
-  const push = stream.push.bind(stream);
-  stream.push = (chunk: unknown, encoding?: BufferEncoding): boolean => {
-    if (chunk === null && !stream.closed) ended = true;
-    return push(chunk, encoding);
-  };
-  return () => ended;
 }
 
 /** The string-keyed headers (Node adds a symbol listing sensitive ones, which is not ours to pass). */
