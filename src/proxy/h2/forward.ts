@@ -54,7 +54,8 @@ const REPLAY_LIMIT = 64 * 1024;
 
 const NONE_TRIED: ReadonlySet<string> = new Set();
 
-const ignore = (): void => {};
+/** For 'error' events, which would throw without a listener; a stream's errors are seen by 'close'. */
+export const ignore = (): void => {};
 
 export class H2Forwarder {
   readonly #o: H2ForwarderOptions;
@@ -169,7 +170,14 @@ class H2Exchange {
     // From the attempt's start (connect included) to the response's headers, as on HTTP/1.1.
     if (this.#routeMs !== undefined)
       this.#attemptTimer = this.#o.clock.setTimer(this.#routeMs, this.#onRouteTimeout);
-    this.#o.pool.request(up, headers, {}).then(this.#opened, this.#notOpened);
+    let stream: ClientHttp2Stream | Promise<ClientHttp2Stream>;
+    try {
+      stream = this.#o.pool.request(up, headers, {});
+    } catch (e) {
+      return this.#notOpened(e);
+    }
+    if (stream instanceof Promise) stream.then(this.#opened, this.#notOpened);
+    else this.#opened(stream);
   }
 
   readonly #opened = (stream: ClientHttp2Stream): void => {
@@ -427,10 +435,10 @@ class H2Exchange {
    * open, a reset after the stream has been marked closed.
    */
   #watchEndStream(up: ClientHttp2Stream): void {
-    const push = up.push;
+    const push = up.push.bind(up);
     up.push = (chunk: unknown, encoding?: BufferEncoding): boolean => {
       if (chunk === null && !up.closed) this.#complete = true;
-      return push.call(up, chunk, encoding);
+      return push(chunk, encoding);
     };
   }
 
@@ -525,7 +533,10 @@ function answered(down: ServerHttp2Stream): H2Result | undefined {
 /** The string-keyed headers (Node adds a symbol listing sensitive ones, which is not ours to pass). */
 function copyHeaders(h: IncomingHttpHeaders): OutgoingHttpHeaders {
   const out: OutgoingHttpHeaders = {};
-  for (const [k, v] of Object.entries(h)) if (v !== undefined) out[k] = v;
+  for (const k in h) {
+    const v = h[k];
+    if (v !== undefined) out[k] = v;
+  }
   return out;
 }
 

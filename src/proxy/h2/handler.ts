@@ -8,7 +8,7 @@ import type { ForwardPlan } from '../forward.ts';
 import { upstreamRequestHeaders } from '../headers.ts';
 import { endOnce, type Direction, type Hop, type HopObserver, type PeerIdentity } from '../observer.ts';
 import type { ProxyErrorCode } from '../status.ts';
-import { answerError, type H2Forwarder } from './forward.ts';
+import { answerError, ignore, type H2Forwarder, type H2Result } from './forward.ts';
 import { GrpcStatus, isGrpc, parseGrpcTimeout } from './grpc.ts';
 import { rpcOfPath } from '../../routes/grpc-match.ts';
 
@@ -66,25 +66,40 @@ export class H2Handler {
   }
 
   readonly onStream = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, socket: Socket): void => {
-    stream.on('error', () => {});
+    stream.on('error', ignore);
     const grpc = isGrpc(headers);
     const hop = this.#startHop(headers, socket, grpc);
-    this.#handle({ stream, headers, socket }, grpc, hop).catch((e: unknown) => {
-      this.#o.log.error('HTTP/2 stream failed unexpectedly', { error: errorMessage(e) });
-      answerError(stream, grpc, 'upstream_failed', 'internal proxy error');
-      hop.end({ status: 0, errorCode: 'upstream_failed', errorMessage: errorMessage(e) });
-    });
+    try {
+      this.#handle({ stream, headers, socket }, grpc, hop);
+    } catch (e) {
+      this.#crashed(stream, grpc, hop, e);
+    }
   };
 
-  async #handle(ctx: H2StreamContext, grpc: boolean, hop: Hop): Promise<void> {
-    const { stream, headers } = ctx;
+  #crashed(stream: ServerHttp2Stream, grpc: boolean, hop: Hop, e: unknown): void {
+    this.#o.log.error('HTTP/2 stream failed unexpectedly', { error: errorMessage(e) });
+    answerError(stream, grpc, 'upstream_failed', 'internal proxy error');
+    hop.end({ status: 0, errorCode: 'upstream_failed', errorMessage: errorMessage(e) });
+  }
+
+  /** Synchronous while routing is (no promise per stream but the forward's own). */
+  #handle(ctx: H2StreamContext, grpc: boolean, hop: Hop): void {
+    const { headers } = ctx;
     // The CONNECT method of RFC 9113 section 8.5 (tunnels over one stream) is not proxied.
     if (headers[':method'] === 'CONNECT')
       return this.#refuse(ctx, grpc, hop, 'bad_request', 'CONNECT over HTTP/2 is not supported');
     const timeout = grpc ? parseGrpcTimeout(headers['grpc-timeout']) : undefined;
     if (timeout instanceof Error) return this.#refuse(ctx, grpc, hop, 'bad_request', timeout.message);
     const routed = this.#o.route(ctx);
-    const route = routed instanceof Promise ? await routed : routed;
+    if (!(routed instanceof Promise)) return this.#routed(ctx, grpc, hop, timeout, routed);
+    routed.then(
+      (route) => this.#routed(ctx, grpc, hop, timeout, route),
+      (e: unknown) => this.#crashed(ctx.stream, grpc, hop, e),
+    );
+  }
+
+  #routed(ctx: H2StreamContext, grpc: boolean, hop: Hop, timeout: number | undefined, route: H2Route): void {
+    const { stream } = ctx;
     if (route.kind === 'redirect') {
       stream.respond({ ':status': route.status, location: route.location }, { endStream: true });
       return hop.end({ status: route.status });
@@ -93,23 +108,27 @@ export class H2Handler {
     if (route.stale) hop.setStale(true);
     if (route.kind === 'error')
       return this.#refuse(ctx, grpc, hop, route.code, route.detail, route.service, route.grpcStatus);
-    const up = requestHeaders(headers, ctx.socket.remoteAddress);
+    const up = requestHeaders(ctx.headers, ctx.socket.remoteAddress);
     route.headers?.(up);
-    const r = await this.#o.forwarder.forward(
-      { down: stream, headers: up, grpc, ...(timeout === undefined ? {} : { timeoutMs: timeout }) },
-      route.plan,
-      hop,
+    const call = {
+      down: stream,
+      headers: up,
+      grpc,
+      ...(timeout === undefined ? {} : { timeoutMs: timeout }),
+    };
+    this.#o.forwarder.forward(call, route.plan, hop).then(
+      (r) => this.#forwarded(r, route.service, hop),
+      (e: unknown) => this.#crashed(stream, grpc, hop, e),
     );
+  }
+
+  #forwarded(r: H2Result, service: string | undefined, hop: Hop): void {
     if (r.errorCode && r.status !== 0)
-      this.#problems.warn(
-        `${r.errorCode}\u0000${route.service ?? ''}`,
-        `${this.#o.direction} stream failed`,
-        {
-          service: route.service,
-          code: r.errorCode,
-          cause: r.errorMessage,
-        },
-      );
+      this.#problems.warn(`${r.errorCode}\u0000${service ?? ''}`, `${this.#o.direction} stream failed`, {
+        service,
+        code: r.errorCode,
+        cause: r.errorMessage,
+      });
     hop.end(r);
   }
 

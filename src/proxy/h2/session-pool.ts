@@ -58,6 +58,8 @@ const SESSION_GONE: ReadonlySet<string> = new Set([
 interface Entry {
   /** Set once its connection is up (dialling a meshed endpoint takes a TLS handshake first). */
   session?: ClientHttp2Session;
+  /** ready has resolved: streams may be opened on the session without waiting. */
+  settled?: boolean;
   /** The peer's SETTINGS arrived (its stream limit); rejects with H2OpenError. */
   ready: Promise<ClientHttp2Session>;
   active: number;
@@ -84,10 +86,27 @@ export class H2SessionPool {
   }
 
   /**
-   * Opens a stream to up. Rejects with H2OpenError when the endpoint cannot be reached or refuses
-   * the stream before it is sent; the caller may then try another endpoint.
+   * Opens a stream to up: at once when a ready session has room (no promise per stream), else
+   * once a session is. Fails (throws, or rejects) with H2OpenError when the endpoint cannot be
+   * reached or refuses the stream before it is sent; the caller may then try another endpoint.
+   * Headers Node refuses fail with Node's own error.
    */
-  async request(
+  request(
+    up: Upstream,
+    headers: OutgoingHttpHeaders,
+    options: ClientSessionRequestOptions,
+  ): ClientHttp2Stream | Promise<ClientHttp2Stream> {
+    const entry = this.#readyEntry(up);
+    if (entry) {
+      entry.active++;
+      entry.idle?.cancel();
+      const stream = this.#stream(up, entry, entry.session!, headers, options);
+      if (stream) return stream;
+    }
+    return this.#requestLater(up, headers, options);
+  }
+
+  async #requestLater(
     up: Upstream,
     headers: OutgoingHttpHeaders,
     options: ClientSessionRequestOptions,
@@ -95,29 +114,40 @@ export class H2SessionPool {
     // Bounded: each turn either returns or retires a session that could not take the stream.
     for (let turn = 0; turn < 8; turn++) {
       const { entry, session } = await this.#acquire(up);
-      let stream: ClientHttp2Stream;
-      try {
-        stream = session.request(headers, options);
-      } catch (e) {
-        entry.active--;
-        // Headers Node refuses say nothing about the session: fail this request only.
-        if (!SESSION_GONE.has((e as NodeJS.ErrnoException).code ?? '')) {
-          this.#maybeIdle(up, entry);
-          throw e;
-        }
-        // The session closed between the pick and the request (GOAWAY, out of stream ids).
-        entry.draining = true;
-        this.#maybeIdle(up, entry);
-        if (turn === 7) throw new H2OpenError('refused', (e as Error).message);
-        continue;
-      }
-      stream.once('close', () => {
-        entry.active--;
-        this.#maybeIdle(up, entry);
-      });
-      return stream;
+      const stream = this.#stream(up, entry, session, headers, options);
+      if (stream) return stream;
     }
     throw new H2OpenError('refused', 'no session could take the stream');
+  }
+
+  /** A stream on a session reserved for it; undefined when the session turned out to be gone. */
+  #stream(
+    up: Upstream,
+    entry: Entry,
+    session: ClientHttp2Session,
+    headers: OutgoingHttpHeaders,
+    options: ClientSessionRequestOptions,
+  ): ClientHttp2Stream | undefined {
+    let stream: ClientHttp2Stream;
+    try {
+      stream = session.request(headers, options);
+    } catch (e) {
+      entry.active--;
+      // Headers Node refuses say nothing about the session: fail this request only.
+      if (!SESSION_GONE.has((e as NodeJS.ErrnoException).code ?? '')) {
+        this.#maybeIdle(up, entry);
+        throw e;
+      }
+      // The session closed between the pick and the request (GOAWAY, out of stream ids).
+      entry.draining = true;
+      this.#maybeIdle(up, entry);
+      return undefined;
+    }
+    stream.on('close', () => {
+      entry.active--;
+      this.#maybeIdle(up, entry);
+    });
+    return stream;
   }
 
   stats(): { endpoints: number; sessions: number; streams: number } {
@@ -145,14 +175,22 @@ export class H2SessionPool {
     this.#byEndpoint.clear();
   }
 
+  /** A session already set up with a free slot, if any (not reserved). */
+  #readyEntry(up: Upstream): Entry | undefined {
+    if (this.#closed) return undefined;
+    for (const entry of this.#byEndpoint.get(up.id) ?? [])
+      if (entry.settled && usable(entry, up) && entry.active < limitOf(entry.session!)) return entry;
+    return undefined;
+  }
+
   /** A session with a free slot, reserved (active + 1) for the caller. */
   async #acquire(up: Upstream): Promise<{ entry: Entry; session: ClientHttp2Session }> {
     if (this.#closed) throw new H2OpenError('connect', 'the proxy is shutting down');
     const list = this.#byEndpoint.get(up.id) ?? [];
     for (const entry of list) {
-      if (entry.draining || entry.namespace !== up.namespace || entry.meshed !== up.meshed) continue;
+      if (!usable(entry, up)) continue;
       const session = await entry.ready.catch(() => undefined);
-      if (session && !entry.draining && !session.destroyed && entry.active < limitOf(session)) {
+      if (session && usable(entry, up) && entry.active < limitOf(session)) {
         entry.active++;
         entry.idle?.cancel();
         return { entry, session };
@@ -180,7 +218,10 @@ export class H2SessionPool {
     list.push(entry);
     this.#byEndpoint.set(up.id, list);
     entry.ready.then(
-      () => this.#ping(entry),
+      () => {
+        entry.settled = true;
+        this.#ping(entry);
+      },
       () => {
         entry.draining = true;
         this.#remove(up.id, entry);
@@ -298,6 +339,16 @@ export class H2SessionPool {
     if (i >= 0) list.splice(i, 1);
     if (list.length === 0) this.#byEndpoint.delete(id);
   }
+}
+
+/** Whether a session may take up's streams: not draining, dialled for up's namespace and mesh. */
+function usable(entry: Entry, up: Upstream): boolean {
+  return (
+    !entry.draining &&
+    !entry.session?.destroyed &&
+    entry.namespace === up.namespace &&
+    entry.meshed === up.meshed
+  );
 }
 
 function limitOf(session: ClientHttp2Session): number {
