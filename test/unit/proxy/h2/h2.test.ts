@@ -98,6 +98,35 @@ test('streams the upstream refuses (REFUSED_STREAM) are retried on another endpo
   assert.ok((await metric(proxy, 'outrigger_retries_total', { reason: 'refused_stream' })) >= 1);
 });
 
+test('a refused stream is retried with its whole body; a body past 64 KiB is never sent cut', async () => {
+  const refuser = await backend((stream) => stream.close(constants.NGHTTP2_REFUSED_STREAM));
+  const steady = await backend();
+  route('refusedbody', refuser, steady);
+  const c = await h2Client(proxy.egress);
+  try {
+    for (const size of [40 * 1024, 100 * 1024]) {
+      const body = Buffer.alloc(size, 'x');
+      const before = refuser.streams.length;
+      const replies: H2Reply[] = [];
+      for (let i = 0; i < 8; i++)
+        replies.push(
+          await h2Request(c, grpcHeaders('refusedbody.prod', '/outrigger.v1.TestService/Unary'), body),
+        );
+      assert.ok(refuser.streams.length > before, `the refusing endpoint was tried (${size} bytes)`);
+      for (const r of replies)
+        if (ok(r)) assert.equal(r.body.length, size, 'a call answered OK carried its whole body');
+      if (size <= 64 * 1024) assert.equal(replies.filter(ok).length, 8, 'every call under 64 KiB succeeded');
+      else
+        assert.ok(
+          replies.some((r) => !ok(r)),
+          'a call past 64 KiB that was refused is not retried',
+        );
+    }
+  } finally {
+    c.close();
+  }
+});
+
 test("an upstream's stream limit of 1 makes the pool open more sessions, not queue calls", async () => {
   let concurrent = 0;
   let maxConcurrent = 0;
