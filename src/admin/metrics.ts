@@ -1,7 +1,7 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { outriggerVersion } from '../shared/version.ts';
 import { registerEventLoopDelay } from './event-loop.ts';
-import { LatencyHistogram, RequestCounter } from './request-metrics.ts';
+import { GrpcCallCounter, LatencyHistogram, RequestCounter } from './request-metrics.ts';
 
 /**
  * The sidecar's Prometheus metrics. Names follow Istio's and Linkerd's shapes (requests by
@@ -45,7 +45,7 @@ export class Metrics {
   readonly #connectErrors: Counter<'service'>;
   readonly #ejections: Counter<'service'>;
   readonly #retries: Counter<'direction' | 'service' | 'reason'>;
-  readonly #grpcCalls: Counter<'direction' | 'service' | 'grpc_status'>;
+  readonly #grpcCalls: GrpcCallCounter;
   readonly #extraGauges = new Map<string, Gauge>();
   #sources: MetricsSources = {};
 
@@ -79,12 +79,10 @@ export class Metrics {
       labelNames: ['direction', 'service', 'reason'],
       registers,
     });
-    this.#grpcCalls = new Counter({
-      name: 'outrigger_grpc_calls_total',
-      help: "gRPC calls proxied, by direction, Service and gRPC status (the upstream's, or the proxy's own)",
-      labelNames: ['direction', 'service', 'grpc_status'],
-      registers,
-    });
+    this.#grpcCalls = new GrpcCallCounter(
+      'outrigger_grpc_calls_total',
+      "gRPC calls proxied, by direction, Service and gRPC status (the upstream's, or the proxy's own)",
+    );
     const sources = (): MetricsSources => this.#sources;
     const gauge = (name: string, help: string, read: (d: DiscoveryGauges) => number): void => {
       new Gauge({
@@ -135,7 +133,7 @@ export class Metrics {
   }
 
   grpcCall(direction: string, service: string, grpcStatus: number): void {
-    this.#grpcCalls.inc({ direction, service, grpc_status: String(knownGrpcStatus(grpcStatus)) });
+    this.#grpcCalls.inc(direction, service, knownGrpcStatus(grpcStatus));
   }
 
   retry(direction: string, service: string, reason: string): void {
@@ -160,7 +158,7 @@ export class Metrics {
       g.set(value);
     }
     // prom-client's text ends in a newline; metric blocks are separated by a blank line.
-    const own = [await this.#requests.render(), await this.#latency.render()];
+    const own = [await this.#grpcCalls.render(), await this.#requests.render(), await this.#latency.render()];
     return `${await this.registry.metrics()}\n${own.join('\n\n')}\n`;
   }
 
