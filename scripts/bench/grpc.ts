@@ -188,14 +188,20 @@ function relay(): void {
       'content-type': headers['content-type'],
       te: 'trailers',
     });
-    up.on('response', (h) =>
-      down.respond({ ':status': h[':status'], 'content-type': h['content-type'] }, { waitForTrailers: true }),
-    );
+    // A client gone mid-call (h2load stops at its deadline) must not crash the relay.
+    up.on('response', (h) => {
+      if (!down.destroyed)
+        down.respond(
+          { ':status': h[':status'], 'content-type': h['content-type'] },
+          { waitForTrailers: true },
+        );
+    });
     up.on('trailers', (t: IncomingHttpHeaders) =>
       down.once('wantTrailers', () => down.sendTrailers({ 'grpc-status': String(t['grpc-status']) })),
     );
     up.on('error', () => down.close());
     down.on('error', () => up.close());
+    down.on('close', () => up.close());
     down.pipe(up);
     up.pipe(down);
   });
