@@ -11,7 +11,7 @@ import { expectsContinue, toOriginForm, upstreamRequestHeaders } from '../proxy/
 import { normalisePath } from '../routes/path.ts';
 import { startRequestHop, type Hop, type HopObserver } from '../proxy/observer.ts';
 import type { H2Forwarder } from '../proxy/h2/forward.ts';
-import { isGrpc, parseGrpcTimeout } from '../proxy/h2/grpc.ts';
+import { isGrpc, streamDeadline } from '../proxy/h2/grpc.ts';
 import { refuseStream, rpcOf } from '../proxy/h2/handler.ts';
 import { speaksH2c } from '../proxy/h2/routes.ts';
 import { sendError, statusOf, writeSocketError, type ProxyErrorCode } from '../proxy/status.ts';
@@ -94,7 +94,9 @@ export class IngressGatewayHandler implements GatewayHandler {
     const req = h2Request(stream, headers);
     const rpc = grpc ? rpcOf(req.url ?? '') : undefined;
     const hop = startRequestHop(this.#o.observer, 'ingress', req, 'http', undefined, rpc);
-    this.#stream(stream, req, headers.te, grpc, hop).catch((e: unknown) => {
+    const timeout = streamDeadline(headers, grpc);
+    if (timeout instanceof Error) return refuseStream(stream, grpc, hop, 'bad_request', timeout.message);
+    this.#stream(stream, req, headers.te, grpc, timeout, hop).catch((e: unknown) => {
       this.#o.log.error('gateway stream failed unexpectedly', { error: errorMessage(e) });
       refuseStream(stream, grpc, hop, 'upstream_failed', 'internal proxy error');
     });
@@ -105,13 +107,9 @@ export class IngressGatewayHandler implements GatewayHandler {
     req: IncomingMessage,
     te: unknown,
     grpc: boolean,
+    timeout: number | undefined,
     hop: Hop,
   ): Promise<void> {
-    // The CONNECT method of RFC 9113 section 8.5 (and RFC 8441's WebSockets) is not proxied.
-    if (req.method === 'CONNECT')
-      return refuseStream(stream, grpc, hop, 'bad_request', 'CONNECT over HTTP/2 is not supported');
-    const timeout = grpc ? parseGrpcTimeout(req.headers['grpc-timeout']) : undefined;
-    if (timeout instanceof Error) return refuseStream(stream, grpc, hop, 'bad_request', timeout.message);
     const routed = await this.#route(req, hop);
     if (routed.kind === 'error') return refuseStream(stream, grpc, hop, routed.code, routed.detail);
     if (routed.kind === 'redirect') {

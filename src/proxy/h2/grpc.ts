@@ -38,6 +38,16 @@ export function parseGrpcTimeout(value: string | string[] | undefined): number |
   return Number(m[1]) * (UNIT_MS[m[2] as string] as number);
 }
 
+/**
+ * What every HTTP/2 entry (sidecar and gateway) checks before routing a stream: the call's
+ * deadline (a gRPC call's grpc-timeout, in ms), or why the stream is refused as a bad request.
+ * CONNECT (RFC 9113 section 8.5 tunnels, RFC 8441 WebSockets) is not proxied.
+ */
+export function streamDeadline(headers: IncomingHttpHeaders, grpc: boolean): number | undefined | Error {
+  if (headers[':method'] === 'CONNECT') return new Error('CONNECT over HTTP/2 is not supported');
+  return grpc ? parseGrpcTimeout(headers['grpc-timeout']) : undefined;
+}
+
 /** A remaining deadline as a grpc-timeout value (whole milliseconds, rounded up, at least 1). */
 export function formatGrpcTimeout(ms: number): string {
   const n = Math.max(1, Math.ceil(ms));

@@ -9,7 +9,7 @@ import { upstreamRequestHeaders } from '../headers.ts';
 import { endOnce, type Direction, type Hop, type HopObserver, type PeerIdentity } from '../observer.ts';
 import type { ProxyErrorCode } from '../status.ts';
 import { answerError, ignore, type H2Forwarder, type H2Result } from './forward.ts';
-import { GrpcStatus, isGrpc, parseGrpcTimeout } from './grpc.ts';
+import { GrpcStatus, isGrpc, streamDeadline } from './grpc.ts';
 import { rpcOfPath } from '../../routes/grpc-match.ts';
 
 /**
@@ -84,11 +84,7 @@ export class H2Handler {
 
   /** Synchronous while routing is (no promise per stream but the forward's own). */
   #handle(ctx: H2StreamContext, grpc: boolean, hop: Hop): void {
-    const { headers } = ctx;
-    // The CONNECT method of RFC 9113 section 8.5 (tunnels over one stream) is not proxied.
-    if (headers[':method'] === 'CONNECT')
-      return this.#refuse(ctx, grpc, hop, 'bad_request', 'CONNECT over HTTP/2 is not supported');
-    const timeout = grpc ? parseGrpcTimeout(headers['grpc-timeout']) : undefined;
+    const timeout = streamDeadline(ctx.headers, grpc);
     if (timeout instanceof Error) return this.#refuse(ctx, grpc, hop, 'bad_request', timeout.message);
     const routed = this.#o.route(ctx);
     if (!(routed instanceof Promise)) return this.#routed(ctx, grpc, hop, timeout, routed);
