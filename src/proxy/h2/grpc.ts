@@ -29,7 +29,7 @@ const UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1_000, m: 
  * The `grpc-timeout` header in milliseconds: up to 8 digits and one unit. Undefined when absent
  * (no deadline); a malformed value is an error the caller answers with INTERNAL, as grpc servers do.
  */
-export function parseGrpcTimeout(value: string | string[] | undefined): number | undefined | Error {
+function parseGrpcTimeout(value: string | string[] | undefined): number | undefined | Error {
   if (value === undefined) return undefined;
   const v = Array.isArray(value) ? value[0] : value;
   const m = /^(\d{1,8})([HMSmun])$/.exec(v ?? '');
