@@ -1,13 +1,14 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 
 /**
- * The per-request counter, latency histogram and gRPC call counter, kept out of prom-client: its inc() and observe()
- * hash the label object on every call, and these run once per request; and its registry formats
- * every sample's labels again at every scrape, which for a sidecar talking to 1,000 Services held
- * the event loop for tens of milliseconds. Each label set gets one plain record, found through
- * nested maps without building a key string, with its label text escaped once; a scrape renders
- * the records in the Prometheus text format, byte for byte as prom-client would, and yields to
- * the event loop between batches of series so that requests are not held behind it.
+ * The per-request counter, latency histogram and gRPC call counter, kept out of prom-client: its
+ * inc() and observe() hash the label object on every call, and these run once per request; and
+ * its registry formats every sample's labels again at every scrape, which for a sidecar talking
+ * to 1,000 Services held the event loop for tens of milliseconds. Each label set gets one plain
+ * record, found through nested maps without building a key string, with its label text escaped
+ * once; a scrape renders the records in the Prometheus text format, byte for byte as prom-client
+ * would, and yields to the event loop between batches of series so that requests are not held
+ * behind it.
  */
 interface Series {
   /** `direction="egress",service="ns/web",...`, escaped. */
