@@ -16,11 +16,11 @@ import { H2OpenError, type H2SessionPool } from './session-pool.ts';
 /**
  * Forwards one HTTP/2 stream (a gRPC call or any h2c request) to an endpoint the plan picks, so
  * each call is balanced on its own however long the client keeps its connection. The body and
- * the response stream through (a write that fills the window pauses the reader: flow control passes
- * back-pressure both ways), trailers are relayed
- * as they came. Another endpoint is tried only when nothing of the call reached an upstream's
- * application: the connection failed, or the stream was refused (REFUSED_STREAM, or above a
- * GOAWAY's last stream id), and the body seen so far is still held (64 KiB).
+ * the response stream through (a write that fills the window pauses the reader, so flow control
+ * passes back-pressure both ways); trailers are relayed as they came. Another endpoint is tried
+ * only when nothing of the call reached an upstream's application: the connection failed, or the
+ * stream was refused (REFUSED_STREAM, or above a GOAWAY's last stream id), and the body seen so
+ * far is still held (64 KiB).
  */
 export interface H2ForwarderOptions {
   pool: H2SessionPool;
