@@ -98,12 +98,19 @@ function escapeHelp(help: string): string {
   return help.replace(/\\/g, '\\\\').replace(/\n/g, '\\n');
 }
 
-/** outrigger_requests_total: by direction, Service, caller, status and proxy error code. */
-export class RequestCounter extends Rendered<Series> {
+/** A counter: one plain series per label set, rendered as `name{labels} count`. */
+abstract class SeriesCounter extends Rendered<Series> {
   constructor(name: string, help: string) {
     super(name, help, 'counter');
   }
 
+  protected lines(s: Series, out: string[]): void {
+    out.push(`${this.name}{${s.labels}} ${s.count}`);
+  }
+}
+
+/** outrigger_requests_total: by direction, Service, caller, status and proxy error code. */
+export class RequestCounter extends SeriesCounter {
   inc(direction: string, service: string, caller: string, status: number, error: string): void {
     const key = error === '' ? status : `${status} ${error}`;
     const slot = this.index.slot(direction, service, caller);
@@ -115,18 +122,10 @@ export class RequestCounter extends Rendered<Series> {
       });
     s.count++;
   }
-
-  protected lines(s: Series, out: string[]): void {
-    out.push(`${this.name}{${s.labels}} ${s.count}`);
-  }
 }
 
 /** outrigger_grpc_calls_total: by direction, Service and gRPC status. */
-export class GrpcCallCounter extends Rendered<Series> {
-  constructor(name: string, help: string) {
-    super(name, help, 'counter');
-  }
-
+export class GrpcCallCounter extends SeriesCounter {
   inc(direction: string, service: string, grpcStatus: number): void {
     const slot = this.index.slot(direction, service, '');
     const s =
@@ -136,10 +135,6 @@ export class GrpcCallCounter extends Rendered<Series> {
         count: 0,
       });
     s.count++;
-  }
-
-  protected lines(s: Series, out: string[]): void {
-    out.push(`${this.name}{${s.labels}} ${s.count}`);
   }
 }
 

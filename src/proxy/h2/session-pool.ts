@@ -98,8 +98,7 @@ export class H2SessionPool {
   ): ClientHttp2Stream | Promise<ClientHttp2Stream> {
     const entry = this.#readyEntry(up);
     if (entry) {
-      entry.active++;
-      entry.idle?.cancel();
+      reserve(entry);
       const stream = this.#stream(up, entry, entry.session!, headers, options);
       if (stream) return stream;
     }
@@ -191,8 +190,7 @@ export class H2SessionPool {
       if (!usable(entry, up)) continue;
       const session = await entry.ready.catch(() => undefined);
       if (session && usable(entry, up) && entry.active < limitOf(session)) {
-        entry.active++;
-        entry.idle?.cancel();
+        reserve(entry);
         return { entry, session };
       }
     }
@@ -349,6 +347,12 @@ function usable(entry: Entry, up: Upstream): boolean {
     entry.namespace === up.namespace &&
     entry.meshed === up.meshed
   );
+}
+
+/** Takes one of a session's stream slots for a caller about to open a stream. */
+function reserve(entry: Entry): void {
+  entry.active++;
+  entry.idle?.cancel();
 }
 
 function limitOf(session: ClientHttp2Session): number {
