@@ -11,7 +11,7 @@ import { expectsContinue, toOriginForm, upstreamRequestHeaders } from '../proxy/
 import { normalisePath } from '../routes/path.ts';
 import { startRequestHop, type Hop, type HopObserver } from '../proxy/observer.ts';
 import type { H2Forwarder } from '../proxy/h2/forward.ts';
-import { isGrpc, streamDeadline } from '../proxy/h2/grpc.ts';
+import { GrpcStatus, isGrpc, streamDeadline } from '../proxy/h2/grpc.ts';
 import { refuseStream, rpcOf } from '../proxy/h2/handler.ts';
 import { speaksH2c } from '../proxy/h2/routes.ts';
 import { sendError, statusOf, writeSocketError, type ProxyErrorCode } from '../proxy/status.ts';
@@ -24,15 +24,15 @@ import { matchHttpRoute, type Via } from './http-route.ts';
 import { h1AsStream, h2Request, h2Response, h2UpstreamHeaders } from './h2.ts';
 
 /**
- * One request through the gateway: Host and path -> an HTTPRoute rule (Gateway API), else an
+ * One request through the gateway: Host and path -> an HTTPRoute or GRPCRoute rule (Gateway API), else an
  * Ingress rule (the tables of the moment) -> the endpoints of its Service -> the sidecar's
  * forwarder (retries, timeouts, x-outrigger-error), observed as a SERVER span and counted in
  * metrics. HTTP/1.1 requests, WebSocket upgrades, and HTTP/2 streams (h2c or h2 by ALPN).
  *
  * An HTTP/2 stream is routed exactly as an HTTP/1.1 request is (h2.ts); then a backend whose
  * Service port says appProtocol kubernetes.io/h2c (Gateway API's backend protocol) gets the stream
- * over h2c, balanced per stream, its trailers relayed (gRPC's status), and any other backend gets
- * it over HTTP/1.1, translated both ways. An HTTP/1.1 request to an h2c backend goes the other
+ * over h2c, balanced per stream, its trailers relayed (gRPC's status), as does every backend of a
+ * GRPCRoute (gRPC is HTTP/2), and any other backend gets it over HTTP/1.1, translated both ways. An HTTP/1.1 request to an h2c backend goes the other
  * way: as a stream, through the same HTTP/2 forwarder (h1AsStream).
  */
 export interface HandlerOptions {
@@ -58,9 +58,14 @@ export interface HandlerOptions {
 }
 
 type Routed =
-  | { kind: 'error'; code: ProxyErrorCode; detail: string }
+  /** grpcStatus: a gRPC call's status when not the code's own (a GRPCRoute's invalid backend). */
+  | { kind: 'error'; code: ProxyErrorCode; detail: string; grpcStatus?: number }
   | { kind: 'redirect'; status: number; location: string }
-  | (Extract<BackendDecision, { kind: 'plan' }> & { edit?: (req: IncomingMessage) => void });
+  | (Extract<BackendDecision, { kind: 'plan' }> & {
+      edit?: (req: IncomingMessage) => void;
+      /** A GRPCRoute's backend: called over h2c whatever its Service port's appProtocol says. */
+      grpcRoute?: boolean;
+    });
 
 export class IngressGatewayHandler implements GatewayHandler {
   readonly #o: HandlerOptions;
@@ -111,7 +116,8 @@ export class IngressGatewayHandler implements GatewayHandler {
     hop: Hop,
   ): Promise<void> {
     const routed = await this.#route(req, hop);
-    if (routed.kind === 'error') return refuseStream(stream, grpc, hop, routed.code, routed.detail);
+    if (routed.kind === 'error')
+      return refuseStream(stream, grpc, hop, routed.code, routed.detail, routed.grpcStatus);
     if (routed.kind === 'redirect') {
       if (!stream.closed)
         stream.respond({ ':status': routed.status, location: routed.location }, { endStream: true });
@@ -119,7 +125,7 @@ export class IngressGatewayHandler implements GatewayHandler {
     }
     req.headers = this.#upstreamHeaders(req, false);
     routed.edit?.(req);
-    if (this.#o.h2Forwarder && speaksH2c(routed.appProtocol))
+    if (this.#o.h2Forwarder && (routed.grpcRoute || speaksH2c(routed.appProtocol)))
       return this.#h2c(this.#o.h2Forwarder, stream, req, te, grpc, timeout, routed, hop);
     const result = await this.#o.forwarder.forward(req, h2Response(stream), routed, hop);
     if (result.errorCode) this.#warn(result.errorCode, result.errorMessage);
@@ -164,7 +170,7 @@ export class IngressGatewayHandler implements GatewayHandler {
     const te = req.headers.te;
     req.headers = this.#upstreamHeaders(req, false);
     routed.edit?.(req);
-    if (this.#o.h2Forwarder && speaksH2c(routed.appProtocol)) {
+    if (this.#o.h2Forwarder && (routed.grpcRoute || speaksH2c(routed.appProtocol))) {
       // The backend speaks HTTP/2: the exchange goes as a stream. A client waiting for 100
       // Continue is told to send at once (the stream takes the body as it comes).
       if (expectsContinue(req)) res.writeContinue();
@@ -237,19 +243,27 @@ export class IngressGatewayHandler implements GatewayHandler {
     const q = url.indexOf('?');
     const action = httpRouteAction(selected, { ...line, search: q < 0 ? '' : url.slice(q) }, this.#o.random);
     if (action.kind === 'redirect') return action;
-    if (action.kind === 'invalid')
-      return { kind: 'error', code: 'route_backend_invalid', detail: action.detail };
+    const grpcRoute = selected.rule.kind === 'GRPCRoute';
+    // The spec's answer to an invalid backendRef: HTTPRoute's is a 500, GRPCRoute's UNAVAILABLE.
+    const invalid = (detail: string): Routed => ({
+      kind: 'error',
+      code: 'route_backend_invalid',
+      detail,
+      ...(grpcRoute ? { grpcStatus: GrpcStatus.UNAVAILABLE } : {}),
+    });
+    if (action.kind === 'invalid') return invalid(action.detail);
     const service = `${action.backend.namespace}/${action.backend.name}`;
     hop.setService(service);
     const decision = await planBackend(this.#o.backends, action.backend);
     if (decision.stale) hop.setStale(true);
     if (decision.kind === 'error') {
       this.#warn(decision.code, decision.detail, service);
-      // The spec's answer to a backendRef naming a Service that does not exist is a 500.
-      return decision.absent ? { ...decision, code: 'route_backend_invalid' } : decision;
+      // A backendRef naming a Service that does not exist is an invalid one.
+      return decision.absent ? invalid(decision.detail) : decision;
     }
     return {
       ...decision,
+      grpcRoute,
       edit: (r) => action.editRequest(r),
       ...(action.editResponse ? { editResponse: action.editResponse } : {}),
       ...(action.timeouts?.requestMs ? { requestTimeoutMs: action.timeouts.requestMs } : {}),

@@ -4,11 +4,13 @@ import {
   routeKey,
   slimGateway,
   slimGatewayClass,
+  slimGRPCRoute,
   slimHTTPRoute,
   slimNamespace,
   slimReferenceGrant,
   type Gateway,
   type GatewayClass,
+  type GRPCRoute,
   type HTTPRoute,
   type NamespaceLabels,
   type ReferenceGrant,
@@ -20,7 +22,7 @@ import { ObjectSet, type SetChange } from '../discovery/object-set.ts';
 
 /**
  * The Gateway API objects the gateway reads (`--gateway-api`), under the same last-known-good
- * rules as its Ingresses: GatewayClasses (cluster-scoped), Gateways, HTTPRoutes and
+ * rules as its Ingresses: GatewayClasses (cluster-scoped), Gateways, HTTPRoutes, GRPCRoutes and
  * ReferenceGrants of one namespace or all, and Namespaces' labels (listeners may admit routes by a
  * namespace selector). Each collection is an ObjectSet fed by a Reflector; a
  * failed or partial read never removes an object, and a snapshot's objects are served (stale)
@@ -30,7 +32,7 @@ const GROUP = '/apis/gateway.networking.k8s.io/v1';
 const namespaced = (resource: string, ns: string | undefined): string =>
   ns === undefined ? `${GROUP}/${resource}` : `${GROUP}/namespaces/${encodeURIComponent(ns)}/${resource}`;
 
-type Any = GatewayClass | Gateway | HTTPRoute | ReferenceGrant | NamespaceLabels;
+type Any = GatewayClass | Gateway | HTTPRoute | GRPCRoute | ReferenceGrant | NamespaceLabels;
 type Kind = Any['kind'];
 type Of<K extends Kind> = Extract<Any, { kind: K }>;
 
@@ -38,10 +40,13 @@ const SLIM: { [K in Kind]: (raw: unknown) => Of<K> } = {
   GatewayClass: slimGatewayClass,
   Gateway: slimGateway,
   HTTPRoute: slimHTTPRoute,
+  GRPCRoute: slimGRPCRoute,
   ReferenceGrant: slimReferenceGrant,
   Namespace: slimNamespace,
 };
 const KINDS = Object.keys(SLIM) as Kind[];
+/** The kinds whose status the gateway writes. */
+export type StatusKind = 'GatewayClass' | 'Gateway' | 'HTTPRoute' | 'GRPCRoute';
 
 export class RouteObjects {
   readonly #sets: { [K in Kind]: ObjectSet<Of<K>> };
@@ -67,6 +72,7 @@ export class RouteObjects {
       GatewayClass: set('GatewayClass'),
       Gateway: set('Gateway'),
       HTTPRoute: set('HTTPRoute'),
+      GRPCRoute: set('GRPCRoute'),
       ReferenceGrant: set('ReferenceGrant'),
       Namespace: set('Namespace'),
     };
@@ -74,6 +80,7 @@ export class RouteObjects {
       reflector('gatewayclasses', `${GROUP}/gatewayclasses`, {}, this.#sets.GatewayClass),
       reflector('gateways', namespaced('gateways', namespace), {}, this.#sets.Gateway),
       reflector('httproutes', namespaced('httproutes', namespace), {}, this.#sets.HTTPRoute),
+      reflector('grpcroutes', namespaced('grpcroutes', namespace), {}, this.#sets.GRPCRoute),
       reflector('referencegrants', namespaced('referencegrants', namespace), {}, this.#sets.ReferenceGrant),
       // Labels only, for listeners that admit routes by a namespace selector.
       reflector('namespaces', '/api/v1/namespaces', {}, this.#sets.Namespace),
@@ -106,6 +113,7 @@ export class RouteObjects {
       classes: s.GatewayClass.items.values(),
       gateways: s.Gateway.items.values(),
       routes: s.HTTPRoute.items.values(),
+      grpcRoutes: s.GRPCRoute.items.values(),
       grants: s.ReferenceGrant.items.values(),
       namespaces: new Map([...s.Namespace.items.values()].map((n) => [n.metadata.name, n.metadata.labels])),
     });
@@ -117,7 +125,7 @@ export class RouteObjects {
   }
 
   /** An object's status as last read (the table holds the copy it was built from). */
-  statusOf(kind: 'GatewayClass' | 'Gateway' | 'HTTPRoute', meta: RouteMeta): ReadStatus | undefined {
+  statusOf(kind: StatusKind, meta: RouteMeta): ReadStatus | undefined {
     return this.#sets[kind].items.get(routeKey(meta))?.status;
   }
 

@@ -1,15 +1,15 @@
 import { isIP } from 'node:net';
 import type { KubeApi } from '../kube/api.ts';
 import type { Condition, ParentRef, ReadStatus, RouteMeta } from '../routes/objects.ts';
-import { routeKey } from '../routes/objects.ts';
 import { condition, type GatewayRouteTable } from '../routes/table.ts';
 import type { Clock } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
+import type { StatusKind } from './route-objects.ts';
 import { StatusWrites } from './status-writes.ts';
 
 /**
  * Writes the status Gateway API asks of a controller: GatewayClass Accepted, Gateway Accepted and
- * Programmed with each listener's conditions and attached routes, and each HTTPRoute's parents
+ * Programmed with each listener's conditions and attached routes, and each route's parents
  * entry (Accepted, ResolvedRefs) for our Gateways, next to other controllers' entries, which are
  * kept. Only when the data is fresh: a status computed from last-known-good data could report a
  * route as detached that the API still has. A status already in place (same conditions, a
@@ -24,7 +24,7 @@ export interface RouteStatusOptions {
    * An object's status as last read. Not the table's copy: the echo of a status write rebuilds no
    * table, and comparing against an older status would write the same status again.
    */
-  statusOf: (kind: 'GatewayClass' | 'Gateway' | 'HTTPRoute', meta: RouteMeta) => ReadStatus | undefined;
+  statusOf: (kind: StatusKind, meta: RouteMeta) => ReadStatus | undefined;
   /** True when the routing data is last-known-good rather than confirmed by the API. */
   stale: () => boolean;
   /** Whether a certificate Secret ("namespace/name") is read and usable. */
@@ -118,7 +118,7 @@ export class RouteStatusWriter extends StatusWrites {
     }
     for (const [key, route] of t.routes()) {
       const missing = await this.#missingBackend(t, key);
-      const status = this.#o.statusOf('HTTPRoute', route.metadata);
+      const status = this.#o.statusOf(route.kind, route.metadata);
       const ours = (t.routeStatus().get(key) ?? []).map((p) => {
         const have = status?.parents?.find(
           (x) =>
@@ -137,8 +137,8 @@ export class RouteStatusWriter extends StatusWrites {
         };
       });
       const others = (status?.parents ?? []).filter((x) => x.controllerName !== this.#o.controller);
-      const path = `${BASE}/namespaces/${enc(route.metadata.namespace)}/httproutes/${enc(route.metadata.name)}/status`;
-      await write(path, `HTTPRoute ${routeKey(route.metadata)}`, status, {
+      const path = `${BASE}/namespaces/${enc(route.metadata.namespace)}/${route.kind.toLowerCase()}s/${enc(route.metadata.name)}/status`;
+      await write(path, key, status, {
         parents: [...others, ...ours],
       });
     }

@@ -46,7 +46,7 @@ export interface GatewayStoreOptions {
   classPolicy: ClassPolicy;
   /** Watch Ingresses of this namespace only; all namespaces when unset. */
   namespace?: string;
-  /** Also serve Gateway API Gateways and HTTPRoutes (the CRDs must be installed). */
+  /** Also serve Gateway API Gateways, HTTPRoutes and GRPCRoutes (the CRDs must be installed). */
   gatewayApi?: boolean;
   /** "namespace/name" of the default certificate's Secret. */
   defaultCertificate?: string;
@@ -64,9 +64,10 @@ export interface GatewayStatus {
   servedIngresses: number;
   routes: number;
   tlsSecrets: number;
-  /** With --gateway-api: our Gateways and the HTTPRoutes attached to them. */
+  /** With --gateway-api: our Gateways, and the attachments of routes of each kind to their listeners. */
   gateways?: number;
   httpRoutes?: number;
+  grpcRoutes?: number;
   stale: { collection: string; reason: string; since: number }[];
   /** How many of the problems are conflicts (a rule, default, certificate or host lost). */
   conflicts: number;
@@ -228,7 +229,11 @@ export class GatewayStore {
       routes: this.#table.routes,
       tlsSecrets: this.secrets().size,
       ...(this.#routeObjects
-        ? { gateways: this.#routeTable.gateways().size, httpRoutes: this.#routeTable.attachedRoutes() }
+        ? {
+            gateways: this.#routeTable.gateways().size,
+            httpRoutes: this.#routeTable.attachedRoutes('HTTPRoute'),
+            grpcRoutes: this.#routeTable.attachedRoutes('GRPCRoute'),
+          }
         : {}),
       stale,
       conflicts: this.#table.conflicts().length,

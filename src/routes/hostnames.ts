@@ -14,6 +14,9 @@ export function within(pattern: string, host: string): boolean {
   return rest.endsWith(suffix) && rest.length > suffix.length;
 }
 
+/** Whether two hostnames (exact, wildcard or '') have a host in common. */
+export const overlaps = (a: string, b: string): boolean => within(a, b) || within(b, a);
+
 /**
  * The hostnames a route serves on a listener: the route's hostnames that lie within the
  * listener's (or the listener's own, when it is the narrower), the listener's when the route has

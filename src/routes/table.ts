@@ -1,12 +1,14 @@
 import { granted, type ServiceTarget } from './backends.ts';
-import { intersect, lookupKeys } from './hostnames.ts';
+import { intersect, lookupKeys, overlaps } from './hostnames.ts';
 import type { CompiledMatch, RequestView } from './match.ts';
 import {
   byPrecedence,
+  compileGrpcRules,
   compileRules,
   type CompiledRule,
   type CompiledRules,
   type RankedMatch,
+  type RouteKind,
   type RuleMatches,
 } from './rules.ts';
 import {
@@ -16,6 +18,7 @@ import {
   type Condition,
   type Gateway,
   type GatewayClass,
+  type GRPCRoute,
   type HTTPRoute,
   type Listener,
   type ParentRef,
@@ -25,8 +28,10 @@ import {
 /**
  * The Gateway API routing table of a gateway, built whole from the objects of the moment and
  * swapped atomically, like the Ingress table. Gateways of a GatewayClass whose controllerName is
- * ours; HTTPRoutes attached to their listeners by parentRefs (sectionName, port), allowedRoutes
- * (namespaces Same or All; kinds) and hostname intersection.
+ * ours; HTTPRoutes and GRPCRoutes attached to their listeners by parentRefs (sectionName, port),
+ * allowedRoutes (namespaces Same, All or Selector; kinds) and hostname intersection. Of an
+ * HTTPRoute and a GRPCRoute whose hostnames overlap on one listener, only the older (then the
+ * first by namespace/name) is attached there, as the spec asks; the other is not Accepted.
  *
  * Every HTTP listener is served on the gateway's HTTP port and every HTTPS listener on its HTTPS
  * port; a request is matched against the routes of its scheme. A request that came to one
@@ -36,7 +41,10 @@ import {
  * and within one the matches are ordered as the spec says: Exact path, longest prefix, method,
  * most headers, most query parameters, then the oldest route, then namespace/name, then rule and
  * match order. A less specific host's routes are tried when no route of a more specific one
- * matches; no match at all is a 404.
+ * matches; no match at all is a 404 (gRPC: UNIMPLEMENTED). Under one host, GRPCRoute matches are
+ * tried before HTTPRoute ones (they can only meet there through two listeners or Gateways sharing
+ * a port), as the sidecar orders the two kinds; a GRPCRoute matches on a call's path
+ * (`/service/method`) and headers, not on its content-type.
  */
 export type Scheme = 'http' | 'https';
 export type { CompiledRule, RuleTimeouts } from './rules.ts';
@@ -63,11 +71,14 @@ export interface ListenerStatus {
   conditions: Condition[];
 }
 
+export type GatewayRoute = HTTPRoute | GRPCRoute;
+
 export interface TableInput {
   controller: string;
   classes: Iterable<GatewayClass>;
   gateways: Iterable<Gateway>;
   routes: Iterable<HTTPRoute>;
+  grpcRoutes?: Iterable<GRPCRoute>;
   grants: Iterable<ReferenceGrant>;
   /** Namespace labels, for listeners that admit routes by a namespace selector. */
   namespaces?: ReadonlyMap<string, Readonly<Record<string, string>>>;
@@ -78,7 +89,19 @@ interface Entry extends RankedMatch {
 }
 
 const SUPPORTED: Record<string, Scheme> = { HTTP: 'http', HTTPS: 'https' };
-const HTTP_ROUTE = { group: GATEWAY_GROUP, kind: 'HTTPRoute' };
+/** The route kinds an HTTP or HTTPS listener takes, and admits when its allowedRoutes names none. */
+const ROUTE_KINDS: readonly { group: string; kind: RouteKind }[] = [
+  { group: GATEWAY_GROUP, kind: 'HTTPRoute' },
+  { group: GATEWAY_GROUP, kind: 'GRPCRoute' },
+];
+const isRouteKind = (k: { group: string; kind: string }): boolean =>
+  ROUTE_KINDS.some((r) => r.group === k.group && r.kind === k.kind);
+/** A route's key in the table's maps: the kind, then namespace/name (two kinds may share a name). */
+export const tableKey = (r: { kind: RouteKind; metadata: { namespace: string; name: string } }): string =>
+  `${r.kind} ${routeKey(r.metadata)}`;
+/** Under one host, GRPCRoute matches first, then by precedence. */
+const byKindThenPrecedence = (a: Entry, b: Entry): number =>
+  (a.rule.kind === b.rule.kind ? 0 : a.rule.kind === 'GRPCRoute' ? -1 : 1) || byPrecedence(a, b);
 
 export const condition = (type: string, ok: boolean, reason: string, message = ''): Condition => ({
   type,
@@ -93,11 +116,12 @@ export class GatewayRouteTable {
     ['https', new Map()],
   ]);
   readonly #classes = new Map<string, GatewayClass>();
-  /** Routes with at least one parentRef naming one of our Gateways. */
-  readonly #routes = new Map<string, HTTPRoute>();
+  /** Routes with at least one parentRef naming one of our Gateways, by tableKey. */
+  readonly #routes = new Map<string, GatewayRoute>();
   readonly #routeBackends = new Map<string, ServiceTarget[]>();
   readonly #gateways = new Map<string, Gateway>();
-  readonly #attached = new Map<string, number>();
+  /** Per listener ("namespace/name/listener"), the hostnames each attached route serves there. */
+  readonly #listenerHosts = new Map<string, { kind: RouteKind; route: string; hostnames: string[] }[]>();
   readonly #routeStatus = new Map<string, RouteParentStatus[]>();
   readonly #grants: ReferenceGrant[];
   readonly #namespaces: ReadonlyMap<string, Readonly<Record<string, string>>>;
@@ -118,9 +142,12 @@ export class GatewayRouteTable {
     this.#grants = [...input.grants];
     this.#namespaces = input.namespaces ?? new Map();
     for (const g of this.#gateways.values()) this.#addCertificates(g);
-    for (const r of input.routes) this.#addRoute(r);
+    // Oldest first: of two routes of different kinds on one listener and host, the older wins.
+    const routes: GatewayRoute[] = [...input.routes, ...(input.grpcRoutes ?? [])];
+    routes.sort(byAge);
+    for (const r of routes) this.#addRoute(r);
     for (const entries of [...this.#hosts.values(), ...this.#listeners.values()])
-      for (const list of entries.values()) list.sort(byPrecedence);
+      for (const list of entries.values()) list.sort(byKindThenPrecedence);
   }
 
   /** Our GatewayClasses by name. */
@@ -128,13 +155,13 @@ export class GatewayRouteTable {
     return this.#classes;
   }
 
-  /** The Services a route's rules name (for its ResolvedRefs). */
+  /** The Services a route's rules name (for its ResolvedRefs), by tableKey. */
   backendsOf(route: string): ServiceTarget[] {
     return this.#routeBackends.get(route) ?? [];
   }
 
-  /** The routes that name one of our Gateways, by "namespace/name". */
-  routes(): ReadonlyMap<string, HTTPRoute> {
+  /** The routes of both kinds that name one of our Gateways, by tableKey. */
+  routes(): ReadonlyMap<string, GatewayRoute> {
     return this.#routes;
   }
 
@@ -149,10 +176,10 @@ export class GatewayRouteTable {
     return out;
   }
 
-  /** How many route-to-listener attachments there are. */
-  attachedRoutes(): number {
+  /** How many route-to-listener attachments there are, of one kind. */
+  attachedRoutes(kind: RouteKind): number {
     let n = 0;
-    for (const v of this.#attached.values()) n += v;
+    for (const list of this.#listenerHosts.values()) n += list.filter((a) => a.kind === kind).length;
     return n;
   }
 
@@ -193,7 +220,7 @@ export class GatewayRouteTable {
     return new Set(this.#certificateRefs);
   }
 
-  /** The status of every route that names one of our Gateways, per such parentRef. */
+  /** The status of every route that names one of our Gateways, per such parentRef, by tableKey. */
   routeStatus(): ReadonlyMap<string, RouteParentStatus[]> {
     return this.#routeStatus;
   }
@@ -207,17 +234,17 @@ export class GatewayRouteTable {
     if (!g) return [];
     return g.spec.listeners.map((l) => {
       const supported = SUPPORTED[l.protocol] !== undefined;
-      const kinds = l.allowedRoutes.kinds ?? [HTTP_ROUTE];
-      const isRoute = (k: { group: string; kind: string }): boolean =>
-        k.group === HTTP_ROUTE.group && k.kind === HTTP_ROUTE.kind;
-      const refs = !kinds.every(isRoute)
-        ? condition('ResolvedRefs', false, 'InvalidRouteKinds', 'only HTTPRoute is supported')
+      const kinds = l.allowedRoutes.kinds ?? ROUTE_KINDS;
+      const refs = !kinds.every(isRouteKind)
+        ? condition('ResolvedRefs', false, 'InvalidRouteKinds', 'only HTTPRoute and GRPCRoute are supported')
         : (this.#certificateProblem(g, l, secretUsable) ?? condition('ResolvedRefs', true, 'ResolvedRefs'));
       const ok = supported && refs.status === 'True';
       return {
         name: l.name,
-        attachedRoutes: this.#attached.get(`${gateway}/${l.name}`) ?? 0,
-        supportedKinds: supported && kinds.some(isRoute) ? [HTTP_ROUTE] : [],
+        attachedRoutes: this.#listenerHosts.get(`${gateway}/${l.name}`)?.length ?? 0,
+        supportedKinds: supported
+          ? ROUTE_KINDS.filter((r) => kinds.some((k) => k.group === r.group && k.kind === r.kind))
+          : [],
         conditions: [
           supported
             ? condition('Accepted', true, 'Accepted')
@@ -278,10 +305,11 @@ export class GatewayRouteTable {
     return `${ns}/${ref.name}`;
   }
 
-  #addRoute(route: HTTPRoute): void {
-    const key = routeKey(route.metadata);
+  #addRoute(route: GatewayRoute): void {
+    const key = tableKey(route);
     const statuses: RouteParentStatus[] = [];
-    const compiled = compileRules(route, this.#grants);
+    const compiled =
+      route.kind === 'GRPCRoute' ? compileGrpcRules(route, this.#grants) : compileRules(route, this.#grants);
     for (const parentRef of route.spec.parentRefs) {
       const gateway = this.#parentGateway(route, parentRef);
       if (!gateway) continue;
@@ -297,7 +325,8 @@ export class GatewayRouteTable {
       if (accepted.status === 'False' || 'unsupported' in compiled) continue;
       for (const { listener, hostnames } of attach.listeners) {
         const lkey = `${routeKey(gateway.metadata)}/${listener.name}`;
-        this.#attached.set(lkey, (this.#attached.get(lkey) ?? 0) + 1);
+        const attached = this.#listenerHosts.get(lkey) ?? [];
+        this.#listenerHosts.set(lkey, [...attached, { kind: route.kind, route: key, hostnames }]);
         this.#index(route, compiled.rules, listener, hostnames, routeKey(gateway.metadata));
       }
     }
@@ -311,13 +340,13 @@ export class GatewayRouteTable {
       );
   }
 
-  #parentGateway(route: HTTPRoute, ref: ParentRef): Gateway | undefined {
+  #parentGateway(route: GatewayRoute, ref: ParentRef): Gateway | undefined {
     if (ref.group !== GATEWAY_GROUP || ref.kind !== 'Gateway') return undefined;
     return this.#gateways.get(`${ref.namespace ?? route.metadata.namespace}/${ref.name}`);
   }
 
   #attach(
-    route: HTTPRoute,
+    route: GatewayRoute,
     gateway: Gateway,
     ref: ParentRef,
   ): { listeners: { listener: Listener; hostnames: string[] }[]; reason: string; message: string } {
@@ -333,20 +362,37 @@ export class GatewayRouteTable {
     if (allowed.length === 0) {
       return { listeners: [], reason: 'NotAllowedByListeners', message: 'no listener allows this route' };
     }
-    const listeners = allowed.flatMap((listener) => {
+    const intersecting = allowed.flatMap((listener) => {
       const hostnames = intersect(listener.hostname, route.spec.hostnames);
       return hostnames.length > 0 ? [{ listener, hostnames }] : [];
     });
+    if (intersecting.length === 0) {
+      return {
+        listeners: [],
+        reason: 'NoMatchingListenerHostname',
+        message: 'no listener hostname intersects the route',
+      };
+    }
+    const gw = routeKey(gateway.metadata);
+    const conflicts = intersecting.map(({ listener, hostnames }) =>
+      this.#listenerHosts
+        .get(`${gw}/${listener.name}`)
+        ?.find(
+          (a) => a.kind !== route.kind && hostnames.some((h) => a.hostnames.some((o) => overlaps(h, o))),
+        ),
+    );
+    const listeners = intersecting.filter((_, i) => conflicts[i] === undefined);
+    const older = conflicts.find((c) => c !== undefined);
     return {
       listeners,
-      reason: 'NoMatchingListenerHostname',
-      message: 'no listener hostname intersects the route',
+      reason: 'NotAllowedByListeners',
+      message: `its hostnames overlap those of ${older?.route ?? ''}, which is older, on every listener`,
     };
   }
 
-  #allows(l: Listener, gateway: Gateway, route: HTTPRoute): boolean {
-    const kinds = l.allowedRoutes.kinds ?? [HTTP_ROUTE];
-    if (!kinds.some((k) => k.group === HTTP_ROUTE.group && k.kind === HTTP_ROUTE.kind)) return false;
+  #allows(l: Listener, gateway: Gateway, route: GatewayRoute): boolean {
+    const kinds = l.allowedRoutes.kinds ?? ROUTE_KINDS;
+    if (!kinds.some((k) => k.group === GATEWAY_GROUP && k.kind === route.kind)) return false;
     const { from, selector } = l.allowedRoutes.namespaces;
     if (from === 'Selector') {
       const labels = this.#namespaces.get(route.metadata.namespace);
@@ -366,7 +412,7 @@ export class GatewayRouteTable {
   }
 
   #index(
-    route: HTTPRoute,
+    route: GatewayRoute,
     rules: RuleMatches[],
     listener: Listener,
     hostnames: string[],
@@ -418,4 +464,11 @@ function find(hosts: ReadonlyMap<string, Entry[]>, host: string, req: RequestVie
     }
   }
   return undefined;
+}
+
+/** Oldest first, then by namespace/name: the order in which a cross-kind hostname conflict is settled. */
+function byAge(a: GatewayRoute, b: GatewayRoute): number {
+  const x = [a.metadata.creationTimestamp ?? '', routeKey(a.metadata)];
+  const y = [b.metadata.creationTimestamp ?? '', routeKey(b.metadata)];
+  return x[0]! < y[0]! ? -1 : x[0]! > y[0]! ? 1 : x[1]! < y[1]! ? -1 : x[1]! > y[1]! ? 1 : 0;
 }

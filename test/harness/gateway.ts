@@ -171,10 +171,10 @@ export async function createScenario(admin: KubeAdmin): Promise<{ ns: string; ur
 /** The gateway's /debug/gateway counts (routes -1 when it does not answer). */
 export async function gatewayStatus(
   pod: GatewayPod,
-): Promise<{ routes: number; stale: unknown[]; tlsSecrets: number }> {
+): Promise<{ routes: number; stale: unknown[]; tlsSecrets: number; grpcRoutes?: number }> {
   const r = await pod.admin('/debug/gateway');
   return r.status === 200
-    ? (JSON.parse(r.body) as { routes: number; stale: unknown[]; tlsSecrets: number })
+    ? (JSON.parse(r.body) as { routes: number; stale: unknown[]; tlsSecrets: number; grpcRoutes?: number })
     : { routes: -1, stale: [], tlsSecrets: -1 };
 }
 

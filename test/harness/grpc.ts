@@ -93,7 +93,7 @@ export async function startGrpcBackend(
       const next = (): void => {
         if (call.cancelled) return;
         if (i >= count) return void call.end(trailersFrom(call.metadata));
-        call.write({ text: `${text}${i}`, count: i, port: state.port });
+        call.write({ text: `${text}${i}`, count: i, port: state.port, servedBy: state.address });
         i++;
         setTimeout(next, intervalMs);
       };

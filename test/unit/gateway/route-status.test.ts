@@ -38,7 +38,8 @@ function writer(o: { table: () => GatewayRouteTable; stale?: () => boolean; gate
       const of = {
         GatewayClass: t.classes().get(m.name),
         Gateway: t.gateways().get(key),
-        HTTPRoute: t.routes().get(key),
+        HTTPRoute: t.routes().get(`HTTPRoute ${key}`),
+        GRPCRoute: t.routes().get(`GRPCRoute ${key}`),
       };
       return of[kind]?.status;
     },

@@ -122,7 +122,7 @@ test('listener and route hostnames intersect; no intersection is NoMatchingListe
   );
   assert.equal(pick(t, 'bar.com', '/'), 'shop/wider#0', 'a wildcard route serves the exact listener host');
   assert.equal(pick(t, 'baz.com', '/'), undefined);
-  const none = t.routeStatus().get('shop/none')![0]!.conditions[0]!;
+  const none = t.routeStatus().get('HTTPRoute shop/none')![0]!.conditions[0]!;
   assert.deepEqual([none.status, none.reason], ['False', 'NoMatchingListenerHostname']);
   assert.deepEqual(
     t.listenerStatus('infra/edge').map((l) => [l.name, l.attachedRoutes]),
@@ -139,7 +139,7 @@ test('attachment: allowedRoutes, sectionName, port, foreign classes, and the rea
     httpListener({ name: 'all', port: 8080 }),
     httpListener({
       name: 'kinds',
-      allowedRoutes: { namespaces: { from: 'All' }, kinds: [{ kind: 'GRPCRoute' }] },
+      allowedRoutes: { namespaces: { from: 'All' }, kinds: [{ kind: 'TLSRoute' }] },
     }),
     httpListener({ name: 'tcp', protocol: 'TCP' }),
   ];
@@ -160,7 +160,7 @@ test('attachment: allowedRoutes, sectionName, port, foreign classes, and the rea
     listeners,
   );
   const reason = (r: string) => {
-    const c = t.routeStatus().get(r)![0]!.conditions[0]!;
+    const c = t.routeStatus().get(`HTTPRoute ${r}`)![0]!.conditions[0]!;
     return `${c.status}/${c.reason}`;
   };
   assert.equal(reason('shop/same-other-ns'), 'False/NotAllowedByListeners');
@@ -169,7 +169,11 @@ test('attachment: allowedRoutes, sectionName, port, foreign classes, and the rea
   assert.equal(reason('shop/missing'), 'False/NoMatchingParent');
   assert.equal(reason('shop/kinds'), 'False/NotAllowedByListeners');
   assert.equal(reason('shop/tcp'), 'False/NotAllowedByListeners');
-  assert.equal(t.routeStatus().has('shop/foreign'), false, 'no status for a parent that is not ours');
+  assert.equal(
+    t.routeStatus().has('HTTPRoute shop/foreign'),
+    false,
+    'no status for a parent that is not ours',
+  );
   const ls = Object.fromEntries(t.listenerStatus('infra/edge').map((l) => [l.name, l]));
   assert.deepEqual(ls.kinds!.supportedKinds, []);
   assert.equal(ls.kinds!.conditions.find((c) => c.type === 'ResolvedRefs')!.reason, 'InvalidRouteKinds');
@@ -198,7 +202,7 @@ test('unsupported values reject the whole route with UnsupportedValue; nothing o
   ]);
   assert.equal(pick(t, 'x', '/ok'), undefined);
   for (const r of ['shop/regex', 'shop/mirror', 'shop/timeout']) {
-    const c = t.routeStatus().get(r)![0]!.conditions[0]!;
+    const c = t.routeStatus().get(`HTTPRoute ${r}`)![0]!.conditions[0]!;
     assert.deepEqual([c.status, c.reason], ['False', 'UnsupportedValue'], r);
   }
 });
@@ -212,7 +216,7 @@ test('backendRefs: another namespace needs a ReferenceGrant; other kinds are Inv
   const status = (t: ReturnType<typeof tableOf>, r: string) => {
     const c = t
       .routeStatus()
-      .get(r)![0]!
+      .get(`HTTPRoute ${r}`)![0]!
       .conditions.find((x) => x.type === 'ResolvedRefs')!;
     return `${c.status}/${c.reason}`;
   };
@@ -280,7 +284,7 @@ test('allowedRoutes by namespace selector: matchLabels and matchExpressions; unk
     [],
     namespaces,
   );
-  const accepted = (r: string) => t.routeStatus().get(r)![0]!.conditions[0]!.status;
+  const accepted = (r: string) => t.routeStatus().get(`HTTPRoute ${r}`)![0]!.conditions[0]!.status;
   assert.deepEqual(['shop/a', 'dev/b', 'other/c', 'unlisted/d'].map(accepted), [
     'True',
     'False',
