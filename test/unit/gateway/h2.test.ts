@@ -86,6 +86,8 @@ before(async () => {
   const silent = await startH2Backend(() => {});
   h2Backends.push(grpc, silent);
   service('grpc', grpc.port, 'kubernetes.io/h2c');
+  // The same h2c backend behind a port that says nothing of HTTP/2: a GRPCRoute calls it over h2c.
+  service('grpc-plain', grpc.port);
   service('silent-h2', silent.port, 'kubernetes.io/h2c');
   ourGatewayClass(api);
   put(`${GW}/gateways`, {
@@ -168,6 +170,16 @@ before(async () => {
     }),
   ];
   for (const r of routes) put(`${GW}/httproutes`, r);
+  put(`${GW}/grpcroutes`, {
+    ...httpRoute('calls', {
+      hostnames: ['calls.example.com'],
+      rules: [
+        { matches: [{ method: { service: 'pkg.Svc', method: 'Call' } }], backendRefs: [to('grpc-plain')] },
+        { matches: [{ method: { service: 'pkg.Svc', method: 'Gone' } }], backendRefs: [to('nonexistent')] },
+      ],
+    }),
+    kind: 'GRPCRoute',
+  });
   gateway = await startApiGateway(api);
 });
 
@@ -269,6 +281,20 @@ test('a gRPC call to an h2c backend (appProtocol kubernetes.io/h2c): over h2c, t
   );
   const rewritten = await h2Request(s, grpcHeaders('grpc.example.com', '/v2/pkg.Svc/Call'), '');
   assert.equal(seenBy(rewritten.headers)[':path'], '/v1/pkg.Svc/Call');
+});
+
+test('a GRPCRoute: its backend called over h2c whatever the port says; UNAVAILABLE for a missing backend, UNIMPLEMENTED for no match', async () => {
+  const s = await h2c();
+  const r = await h2Request(s, grpcHeaders('calls.example.com', '/pkg.Svc/Call'), 'frame');
+  assert.deepEqual([r.headers[':status'], r.body.toString(), r.trailers['grpc-status']], [200, 'frame', '0']);
+  assert.equal(seenBy(r.headers)[':path'], '/pkg.Svc/Call', 'the backend got it as an HTTP/2 stream');
+  const gone = await h2Request(s, grpcHeaders('calls.example.com', '/pkg.Svc/Gone'), '');
+  assert.deepEqual(
+    [gone.headers['x-outrigger-error'], gone.headers['grpc-status']],
+    ['route_backend_invalid', '14'],
+  );
+  const none = await h2Request(s, grpcHeaders('calls.example.com', '/pkg.Svc/Other'), '');
+  assert.deepEqual([none.headers['x-outrigger-error'], none.headers['grpc-status']], ['no_route', '12']);
 });
 
 test("a rule's request timeout holds for an h2c backend: 504, and DEADLINE_EXCEEDED for gRPC", async () => {

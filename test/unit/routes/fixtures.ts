@@ -2,8 +2,11 @@ import type { RequestView } from '../../../src/routes/match.ts';
 import {
   slimGateway,
   slimGatewayClass,
+  slimGRPCRoute,
   slimHTTPRoute,
   slimReferenceGrant,
+  type GRPCRoute,
+  type HTTPRoute,
 } from '../../../src/routes/objects.ts';
 import { GatewayRouteTable } from '../../../src/routes/table.ts';
 
@@ -34,6 +37,17 @@ export const route = (
     spec: { parentRefs: [{ name: 'edge', namespace: 'infra' }], ...spec },
   });
 
+export const grpcRoute = (
+  name: string,
+  spec: Record<string, unknown>,
+  ns = 'shop',
+  created = '2026-01-01T00:00:00Z',
+) =>
+  slimGRPCRoute({
+    metadata: { namespace: ns, name, creationTimestamp: created },
+    spec: { parentRefs: [{ name: 'edge', namespace: 'infra' }], ...spec },
+  });
+
 export const svc = (name: string, port = 80, extra: Record<string, unknown> = {}) => ({
   name,
   port,
@@ -50,7 +64,7 @@ export const grant = (ns: string, fromNs: string, toName?: string) =>
   });
 
 export function tableOf(
-  routes: ReturnType<typeof route>[],
+  routes: (HTTPRoute | GRPCRoute)[],
   listeners: unknown[] = [httpListener()],
   grants: ReturnType<typeof grant>[] = [],
   namespaces = new Map<string, Record<string, string>>(),
@@ -60,7 +74,8 @@ export function tableOf(
     controller: CONTROLLER,
     classes: [gatewayClass(), gatewayClass('other', 'example.com/other')],
     gateways: [gateway(listeners)],
-    routes,
+    routes: routes.filter((r) => r.kind === 'HTTPRoute'),
+    grpcRoutes: routes.filter((r) => r.kind === 'GRPCRoute'),
     grants,
   });
 }

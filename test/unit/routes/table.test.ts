@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { parseDuration } from '../../../src/routes/duration.ts';
 import { slimReferenceGrant } from '../../../src/routes/objects.ts';
-import { grant, httpListener, pick, req, route, svc, tableOf } from './fixtures.ts';
+import { grant, grpcRoute, httpListener, pick, req, route, svc, tableOf } from './fixtures.ts';
 
 const backend = [svc('web')];
 
@@ -377,4 +377,123 @@ test('durations as Gateway API writes them', () => {
   for (const [text, ms] of ok) assert.equal(parseDuration(text), ms, text);
   for (const bad of ['', '1.5s', '10', '-1s', '1d', '123456s', '1s1s1s1s1s', '1 s'])
     assert.equal(parseDuration(bad), undefined, bad);
+});
+
+const ECHO = 'grpc.echo.Echo';
+const method = (service: string | undefined, m: string | undefined) => ({
+  matches: [{ method: { ...(service ? { service } : {}), ...(m ? { method: m } : {}) } }],
+  backendRefs: backend,
+});
+
+test('GRPCRoute at a listener: method and header matches by the GRPCRoute precedence, UNIMPLEMENTED paths unmatched', () => {
+  const t = tableOf([
+    grpcRoute('rpc', {
+      hostnames: ['rpc.example.com'],
+      rules: [
+        method(ECHO, undefined),
+        method(ECHO, 'Echo'),
+        { matches: [{ headers: [{ name: 'X-Lane', value: 'b' }] }], backendRefs: backend },
+        method(undefined, 'Health'),
+      ],
+    }),
+  ]);
+  const at = (path: string, headers?: Record<string, string>) =>
+    pick(t, 'rpc.example.com', path, headers ? { headers } : {});
+  assert.equal(at(`/${ECHO}/Echo`), 'shop/rpc#1', 'service and method before the service alone');
+  assert.equal(at(`/${ECHO}/EchoTwo`), 'shop/rpc#0');
+  assert.equal(at(`/${ECHO}/Echo`, { 'x-lane': 'b' }), 'shop/rpc#1', 'a method match ranks before headers');
+  assert.equal(at('/other.Svc/Call', { 'x-lane': 'b' }), 'shop/rpc#2');
+  assert.equal(at('/other.Svc/Health'), 'shop/rpc#3', 'a method in any service');
+  assert.equal(at('/other.Svc/Call'), undefined);
+  assert.equal(pick(t, 'web.example.com', `/${ECHO}/Echo`), undefined, 'the hostnames still apply');
+  const st = t
+    .routeStatus()
+    .get('GRPCRoute shop/rpc')![0]!
+    .conditions.map((c) => `${c.type}=${c.status}`);
+  assert.deepEqual(st, ['Accepted=True', 'ResolvedRefs=True']);
+});
+
+test('an HTTPRoute and a GRPCRoute of one name are two routes; only the older of overlapping hostnames attaches', () => {
+  const older = '2026-01-01T00:00:00Z';
+  const younger = '2026-01-02T00:00:00Z';
+  const listeners = [httpListener(), httpListener({ name: 'other', port: 8080 })];
+  const t = tableOf(
+    [
+      route('same', { hostnames: ['*.example.com'], rules: [{ backendRefs: backend }] }, 'shop', younger),
+      grpcRoute('same', { hostnames: ['rpc.example.com'], rules: [{ backendRefs: backend }] }, 'shop', older),
+      // No hostname overlap with the GRPCRoute: both kinds attach to one listener.
+      route('web', { hostnames: ['web.test'], rules: [{ backendRefs: backend }] }, 'shop', younger),
+    ],
+    listeners,
+  );
+  const accepted = (key: string) =>
+    t
+      .routeStatus()
+      .get(key)!
+      .map((p) => `${p.conditions[0]!.status}/${p.conditions[0]!.reason}`);
+  assert.deepEqual(accepted('GRPCRoute shop/same'), ['True/Accepted']);
+  assert.deepEqual(accepted('HTTPRoute shop/same'), ['False/NotAllowedByListeners']);
+  assert.deepEqual(accepted('HTTPRoute shop/web'), ['True/Accepted']);
+  assert.equal(pick(t, 'a.example.com', '/'), undefined, 'nothing of the rejected route is served');
+  assert.equal(pick(t, 'rpc.example.com', '/'), 'shop/same#0');
+  assert.deepEqual(
+    [t.attachedRoutes('HTTPRoute'), t.attachedRoutes('GRPCRoute')],
+    [2, 2],
+    'each accepted route on both listeners',
+  );
+  // The same two routes, the HTTPRoute now the older: it wins and the GRPCRoute is rejected.
+  const swapped = tableOf(
+    [
+      route('same', { hostnames: ['*.example.com'], rules: [{ backendRefs: backend }] }, 'shop', older),
+      grpcRoute(
+        'same',
+        { hostnames: ['rpc.example.com'], rules: [{ backendRefs: backend }] },
+        'shop',
+        younger,
+      ),
+    ],
+    listeners,
+  );
+  assert.equal(swapped.routeStatus().get('GRPCRoute shop/same')![0]!.conditions[0]!.status, 'False');
+  assert.equal(pick(swapped, 'rpc.example.com', '/'), 'shop/same#0');
+  assert.equal(swapped.routes().get('HTTPRoute shop/same')?.kind, 'HTTPRoute');
+});
+
+test('listeners take both route kinds unless allowedRoutes narrows them', () => {
+  const t = tableOf(
+    [grpcRoute('rpc', { rules: [{ backendRefs: backend }] })],
+    [
+      httpListener(),
+      httpListener({ name: 'http-only', port: 8080, allowedRoutes: { kinds: [{ kind: 'HTTPRoute' }] } }),
+    ],
+  );
+  const ls = Object.fromEntries(t.listenerStatus('infra/edge').map((l) => [l.name, l]));
+  assert.deepEqual(
+    ls.http!.supportedKinds.map((k) => k.kind),
+    ['HTTPRoute', 'GRPCRoute'],
+  );
+  assert.deepEqual(
+    ls['http-only']!.supportedKinds.map((k) => k.kind),
+    ['HTTPRoute'],
+  );
+  assert.deepEqual([ls.http!.attachedRoutes, ls['http-only']!.attachedRoutes], [1, 0]);
+});
+
+test('under one host, GRPCRoute matches are tried before HTTPRoute ones (two listeners on one port)', () => {
+  // Two listeners of one Gateway without hostnames: no conflict is settled across listeners.
+  const t = tableOf(
+    [
+      route('web', {
+        parentRefs: [{ name: 'edge', namespace: 'infra', sectionName: 'a' }],
+        rules: [{ matches: [{ path: { type: 'Exact', value: `/${ECHO}/Echo` } }], backendRefs: backend }],
+      }),
+      grpcRoute('rpc', {
+        parentRefs: [{ name: 'edge', namespace: 'infra', sectionName: 'b' }],
+        rules: [method(ECHO, undefined)],
+      }),
+    ],
+    [httpListener({ name: 'a' }), httpListener({ name: 'b' })],
+  );
+  assert.equal(pick(t, 'any.host', `/${ECHO}/Echo`), 'shop/rpc#0');
+  assert.equal(pick(t, 'any.host', '/other.Svc/Echo'), undefined);
 });
