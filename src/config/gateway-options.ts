@@ -116,7 +116,7 @@ export const gatewayOptions = {
     parser: p.bool,
     default: false,
     describe:
-      'also serve Gateway API Gateways and HTTPRoutes of GatewayClasses with this controllerName (needs the standard-channel CRDs)',
+      'also serve Gateway API Gateways, HTTPRoutes and GRPCRoutes of GatewayClasses with this controllerName (needs the standard-channel CRDs)',
   }),
   gatewayServices: opt({
     flag: '--gateway-services <bool>',

@@ -35,7 +35,7 @@ export const installOptions = {
   ),
   gatewayApi: personSwitch(
     '--gateway-api',
-    'the gateway also serves Gateway API Gateways and HTTPRoutes (implies --gateway; adds its RBAC and the GatewayClass outrigger; the CRDs are yours to install); a re-run keeps it',
+    'the gateway also serves Gateway API Gateways, HTTPRoutes and GRPCRoutes (implies --gateway; adds its RBAC and the GatewayClass outrigger; the CRDs are yours to install); a re-run keeps it',
   ),
   gatewayMtls: personSwitch(
     '--gateway-mtls',
