@@ -666,6 +666,113 @@ describe('injected pods on a real node', { skip: unavailable, timeout: 900_000 }
     process.stderr.write(`# ${summary}\n`);
   });
 
+  test("gRPC at 1,000 calls/s through the client's sidecar to an h2c Service: every call OK, the sidecar within its memory limit", async () => {
+    // An h2c server in the Outrigger image's Node: each call answered with an empty message and OK trailers.
+    const server = `require('http2').createServer().on('stream', (s) => { s.on('error', () => {}); s.resume();
+      s.on('end', () => { s.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+      s.once('wantTrailers', () => s.sendTrailers({ 'grpc-status': '0' })); s.end(Buffer.alloc(5)); }); }).listen(8080)`;
+    const rpc = [
+      {
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: { name: 'rpc', namespace: ns },
+        spec: {
+          selector: { matchLabels: { app: 'rpc' } },
+          template: {
+            metadata: { labels: { app: 'rpc' } },
+            spec: {
+              terminationGracePeriodSeconds: 5,
+              containers: [
+                {
+                  name: 'app',
+                  image,
+                  imagePullPolicy: 'Never',
+                  command: ['node', '-e', server],
+                  ports: [{ containerPort: 8080 }],
+                },
+              ],
+            },
+          },
+        },
+      },
+      {
+        apiVersion: 'v1',
+        kind: 'Service',
+        metadata: { name: 'rpc', namespace: ns },
+        spec: {
+          selector: { app: 'rpc' },
+          ports: [{ name: 'grpc', port: 80, targetPort: 8080, appProtocol: 'kubernetes.io/h2c' }],
+        },
+      },
+    ];
+    for (const o of rpc) await kubectl(['apply', '-f', '-'], { input: JSON.stringify(o) });
+    await kubectl(['-n', ns, 'rollout', 'status', 'deploy/rpc', '--timeout=180s']);
+    const address = (
+      JSON.parse((await kubectl(['-n', ns, 'get', 'service', 'rpc', '-o', 'json'])).stdout) as {
+        spec: { clusterIP: string };
+      }
+    ).spec.clusterIP;
+
+    const client = await podOf('client');
+    const procs = () => podProcesses(c.node.cgroup, client.metadata.uid);
+    const app = procs().find((p) => p.cmdline.startsWith('sh -c trap') || p.cmdline.startsWith('sleep'));
+    const sidecar = procs().find((p) => p.cmdline.includes('main.js proxy'));
+    assert.ok(app && sidecar, JSON.stringify(procs()));
+    const memory = (): { rss: number; priv: number } => {
+      const rollup = readFileSync(`/proc/${sidecar.pid}/smaps_rollup`, 'utf8');
+      const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(rollup)?.[1] ?? NaN);
+      return { rss: kb('Rss') / 1024, priv: (kb('Private_Clean') + kb('Private_Dirty')) / 1024 };
+    };
+    const egress = async () =>
+      counted(
+        await viaPodProxy(client.metadata.name, '/metrics'),
+        new RegExp(`direction="egress",service="${ns}/rpc".*status="200"`),
+      );
+    const [before, egress0] = [memory(), await egress()];
+
+    // 10,000 unary calls at 1,000 a second over 10 connections (prior-knowledge h2c), from the
+    // app's network namespace through its capture rules; bounded at 60 s.
+    const load = `const h2 = require('http2'); const sessions = Array.from({ length: 10 }, () => h2.connect('http://${address}:80'));
+      for (const s of sessions) s.on('error', () => {});
+      let sent = 0, ok = 0, failed = 0; const errors = {};
+      const one = (s) => { const r = s.request({ ':method': 'POST', ':path': '/bench.Rpc/Call', 'content-type': 'application/grpc', te: 'trailers' });
+        let status; r.on('response', (h) => (status = h['grpc-status'])); r.on('trailers', (t) => (status = t['grpc-status']));
+        r.on('error', (e) => { errors[e.code] = (errors[e.code] ?? 0) + 1; }); r.resume();
+        r.on('close', () => { status === '0' ? ok++ : failed++; if (ok + failed === 10000) done(); }); r.end(Buffer.alloc(5)); };
+      const tick = setInterval(() => { for (let i = 0; i < 10 && sent < 10000; i++) one(sessions[sent++ % 10]); }, 10);
+      const done = () => { clearInterval(tick); for (const s of sessions) s.close(); process.stdout.write(JSON.stringify({ sent, ok, failed, errors })); process.exit(0); };
+      setTimeout(done, 60000);`;
+    const calls = run('nsenter', ['-t', String(app.pid), '-n', '--', process.execPath, '-e', load], {
+      timeoutMs: 90_000,
+    });
+    let peak = before;
+    for (let finished = false; !finished;) {
+      finished = await Promise.race([
+        calls.then(() => true),
+        new Promise<boolean>((r) => setTimeout(() => r(false), 250)),
+      ]);
+      const m = memory();
+      peak = { rss: Math.max(peak.rss, m.rss), priv: Math.max(peak.priv, m.priv) };
+    }
+    const result = JSON.parse((await calls).stdout) as {
+      sent: number;
+      ok: number;
+      failed: number;
+      errors: object;
+    };
+    const summary = `${JSON.stringify(result)}; sidecar RSS MB before ${before.rss.toFixed(1)}, peak ${peak.rss.toFixed(1)}; private before ${before.priv.toFixed(1)}, peak ${peak.priv.toFixed(1)}`;
+    assert.deepEqual([result.ok, result.failed], [10_000, 0], summary);
+    assert.equal((await egress()) - egress0, 10_000, `the calls went through the sidecar: ${summary}`);
+    assert.equal(
+      procs().find((p) => p.cmdline.includes('main.js proxy'))?.pid,
+      sidecar.pid,
+      `the same sidecar process (not OOM-killed): ${summary}`,
+    );
+    // The injected limit is 192Mi (201 MB); the kernel kills a container above it.
+    assert.ok(peak.rss < 201, summary);
+    process.stderr.write(`# ${summary}\n`);
+  });
+
   test('the rewritten liveness probe passes when the kubelet calls it; when the app fails it, the kubelet restarts the app', async () => {
     const pod = await podOf('rotor');
     const spec = JSON.parse(
