@@ -129,7 +129,7 @@ test('gateway API: a Service per Gateway, its routes at its own port; kept throu
       const traffic = Promise.all([load(ports.one), load(ports.two)]);
       await relistFaults(
         proxy,
-        /\/(gatewayclasses|gateways|httproutes|referencegrants|services|endpointslices)(\?(?!.*watch=)|$)/,
+        /\/(gatewayclasses|gateways|httproutes|grpcroutes|referencegrants|services|endpointslices)(\?(?!.*watch=)|$)/,
       );
       for (const summary of await traffic)
         assert.equal(summary.failed, 0, JSON.stringify(summary.failures.slice(0, 5)));

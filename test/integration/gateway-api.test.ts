@@ -115,7 +115,7 @@ test('gateway API: routes served and their status written; faults, outage and re
       const traffic = pod.load(20, 14_000, [`${HOST}/`, `${HOST}/checkout`, `${HOST}/legacy/a`]);
       await relistFaults(
         proxy,
-        /\/(gatewayclasses|gateways|httproutes|referencegrants|services|endpointslices)(\?(?!.*watch=)|$)/,
+        /\/(gatewayclasses|gateways|httproutes|grpcroutes|referencegrants|services|endpointslices)(\?(?!.*watch=)|$)/,
       );
       const summary = await traffic;
       t.diagnostic(
