@@ -24,16 +24,17 @@ import { matchHttpRoute, type Via } from './http-route.ts';
 import { h1AsStream, h2Request, h2Response, h2UpstreamHeaders } from './h2.ts';
 
 /**
- * One request through the gateway: Host and path -> an HTTPRoute or GRPCRoute rule (Gateway API), else an
- * Ingress rule (the tables of the moment) -> the endpoints of its Service -> the sidecar's
+ * One request through the gateway: Host and path -> an HTTPRoute or GRPCRoute rule (Gateway API),
+ * else an Ingress rule (the tables of the moment) -> the endpoints of its Service -> the sidecar's
  * forwarder (retries, timeouts, x-outrigger-error), observed as a SERVER span and counted in
  * metrics. HTTP/1.1 requests, WebSocket upgrades, and HTTP/2 streams (h2c or h2 by ALPN).
  *
  * An HTTP/2 stream is routed exactly as an HTTP/1.1 request is (h2.ts); then a backend whose
  * Service port says appProtocol kubernetes.io/h2c (Gateway API's backend protocol) gets the stream
  * over h2c, balanced per stream, its trailers relayed (gRPC's status), as does every backend of a
- * GRPCRoute (gRPC is HTTP/2), and any other backend gets it over HTTP/1.1, translated both ways. An HTTP/1.1 request to an h2c backend goes the other
- * way: as a stream, through the same HTTP/2 forwarder (h1AsStream).
+ * GRPCRoute (gRPC is HTTP/2); any other backend gets it over HTTP/1.1, translated both ways. An
+ * HTTP/1.1 request to an h2c backend goes the other way: as a stream, through the same HTTP/2
+ * forwarder (h1AsStream).
  */
 export interface HandlerOptions {
   table: () => RouteTable;

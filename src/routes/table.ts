@@ -97,7 +97,7 @@ const ROUTE_KINDS: readonly { group: string; kind: RouteKind }[] = [
 const isRouteKind = (k: { group: string; kind: string }): boolean =>
   ROUTE_KINDS.some((r) => r.group === k.group && r.kind === k.kind);
 /** A route's key in the table's maps: the kind, then namespace/name (two kinds may share a name). */
-export const tableKey = (r: { kind: RouteKind; metadata: { namespace: string; name: string } }): string =>
+const tableKey = (r: { kind: RouteKind; metadata: { namespace: string; name: string } }): string =>
   `${r.kind} ${routeKey(r.metadata)}`;
 /** Under one host, GRPCRoute matches first, then by precedence. */
 const byKindThenPrecedence = (a: Entry, b: Entry): number =>

@@ -385,7 +385,7 @@ const method = (service: string | undefined, m: string | undefined) => ({
   backendRefs: backend,
 });
 
-test('GRPCRoute at a listener: method and header matches by the GRPCRoute precedence, UNIMPLEMENTED paths unmatched', () => {
+test('GRPCRoute at a listener: method and header matches by the GRPCRoute precedence; a call no rule names unmatched', () => {
   const t = tableOf([
     grpcRoute('rpc', {
       hostnames: ['rpc.example.com'],
