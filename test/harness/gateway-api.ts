@@ -61,6 +61,35 @@ export const httpRoute = (ns: string, name: string, spec: Record<string, unknown
   spec: { parentRefs: [{ name: 'edge', namespace: GATEWAY_NAMESPACE }], ...spec },
 });
 
+/**
+ * A gRPC Service on port 80 with one ready endpoint at ip:port, its port named grpc and, with h2c,
+ * `appProtocol: kubernetes.io/h2c` (the Gateway API's backend protocol for HTTP/2 with prior knowledge).
+ */
+export async function grpcService(
+  admin: KubeAdmin,
+  ns: string,
+  name: string,
+  ip: string,
+  port: number,
+  h2c: boolean,
+): Promise<void> {
+  const appProtocol = h2c ? { appProtocol: 'kubernetes.io/h2c' } : {};
+  await admin.apply({
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name, namespace: ns },
+    spec: { ports: [{ name: 'grpc', port: 80, protocol: 'TCP', targetPort: port, ...appProtocol }] },
+  });
+  await admin.apply({
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: { name: `${name}-1`, namespace: ns, labels: { 'kubernetes.io/service-name': name } },
+    addressType: 'IPv4',
+    endpoints: [{ addresses: [ip], conditions: { ready: true } }],
+    ports: [{ name: 'grpc', port, protocol: 'TCP', ...appProtocol }],
+  });
+}
+
 /** A backendRef to port 80 of a Service. */
 export const backendTo = (name: string, weight?: number) => ({
   name,

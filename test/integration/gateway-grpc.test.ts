@@ -21,8 +21,7 @@ import {
   gatewayStatus,
   type GatewayPod,
 } from '../harness/gateway.ts';
-import { backendTo, edgeGateway, gatewayApiCluster, httpRoute } from '../harness/gateway-api.ts';
-import type { KubeAdmin } from '../harness/kube.ts';
+import { backendTo, edgeGateway, gatewayApiCluster, grpcService, httpRoute } from '../harness/gateway-api.ts';
 import { repoRoot } from '../harness/tools.ts';
 
 const RPC_A = '10.244.0.131';
@@ -71,30 +70,6 @@ async function grpcRouted(pod: GatewayPod): Promise<void> {
   assert.equal(got.unmatched.code, 12, 'no rule matches: UNIMPLEMENTED');
 }
 
-async function grpcBackend(
-  admin: KubeAdmin,
-  ns: string,
-  name: string,
-  ip: string,
-  h2c: boolean,
-): Promise<void> {
-  const appProtocol = h2c ? { appProtocol: 'kubernetes.io/h2c' } : {};
-  await admin.apply({
-    apiVersion: 'v1',
-    kind: 'Service',
-    metadata: { name, namespace: ns },
-    spec: { ports: [{ name: 'grpc', port: 80, protocol: 'TCP', targetPort: GRPC_PORT, ...appProtocol }] },
-  });
-  await admin.apply({
-    apiVersion: 'discovery.k8s.io/v1',
-    kind: 'EndpointSlice',
-    metadata: { name: `${name}-1`, namespace: ns, labels: { 'kubernetes.io/service-name': name } },
-    addressType: 'IPv4',
-    endpoints: [{ addresses: [ip], conditions: { ready: true } }],
-    ports: [{ name: 'grpc', port: GRPC_PORT, protocol: 'TCP', ...appProtocol }],
-  });
-}
-
 type Cond = { type: string; status: string; reason: string };
 const cond = (cs: Cond[] | undefined, type: string) => {
   const c = cs?.find((x) => x.type === type);
@@ -106,8 +81,8 @@ test('gateway GRPCRoute: method and header matches over h2c, status, a clashing 
   if (!env) return;
   const { cluster, ns } = env;
   const admin = cluster.admin;
-  await grpcBackend(admin, ns, 'rpc-a', RPC_A, true);
-  await grpcBackend(admin, ns, 'rpc-b', RPC_B, false);
+  await grpcService(admin, ns, 'rpc-a', RPC_A, GRPC_PORT, true);
+  await grpcService(admin, ns, 'rpc-b', RPC_B, GRPC_PORT, false);
   await admin.apply(edgeGateway());
   await admin.apply({
     apiVersion: 'gateway.networking.k8s.io/v1',

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { createService, createSlice, waitFor } from '../harness/discovery.ts';
 import { GATEWAY_PORTS, gatewayPod } from '../harness/gateway.ts';
-import { backendTo, edgeGateway, gatewayApiCluster, httpRoute } from '../harness/gateway-api.ts';
+import { backendTo, edgeGateway, gatewayApiCluster, grpcService, httpRoute } from '../harness/gateway-api.ts';
 import { repoRoot } from '../harness/tools.ts';
 
 const RPC_A = '10.244.0.121';
@@ -64,35 +64,8 @@ test('gateway HTTP/2: gRPC to h2c backends with trailers, h2c and HTTP/1.1 to an
   if (!env) return;
   const { cluster, ns } = env;
   const admin = cluster.admin;
-  for (const [name, ip] of [
-    ['rpc-a', RPC_A],
-    ['rpc-b', RPC_B],
-  ] as const) {
-    await admin.apply({
-      apiVersion: 'v1',
-      kind: 'Service',
-      metadata: { name, namespace: ns },
-      spec: {
-        ports: [
-          {
-            name: 'grpc',
-            port: 80,
-            protocol: 'TCP',
-            targetPort: GRPC_PORT,
-            appProtocol: 'kubernetes.io/h2c',
-          },
-        ],
-      },
-    });
-    await admin.apply({
-      apiVersion: 'discovery.k8s.io/v1',
-      kind: 'EndpointSlice',
-      metadata: { name: `${name}-1`, namespace: ns, labels: { 'kubernetes.io/service-name': name } },
-      addressType: 'IPv4',
-      endpoints: [{ addresses: [ip], conditions: { ready: true } }],
-      ports: [{ name: 'grpc', port: GRPC_PORT, protocol: 'TCP', appProtocol: 'kubernetes.io/h2c' }],
-    });
-  }
+  await grpcService(admin, ns, 'rpc-a', RPC_A, GRPC_PORT, true);
+  await grpcService(admin, ns, 'rpc-b', RPC_B, GRPC_PORT, true);
   await createService(admin, ns, 'web');
   await createSlice(admin, ns, 'web', 'web-1', [WEB]);
   await admin.apply(edgeGateway());
