@@ -68,6 +68,10 @@ type Routed =
       grpcRoute?: boolean;
     });
 
+/** Whether a routed request's backend is called over h2c: a GRPCRoute's always, else by appProtocol. */
+const overH2c = (routed: Extract<Routed, { kind: 'plan' }>): boolean =>
+  routed.grpcRoute === true || speaksH2c(routed.appProtocol);
+
 export class IngressGatewayHandler implements GatewayHandler {
   readonly #o: HandlerOptions;
   readonly #problems: ThrottledLog;
@@ -126,7 +130,7 @@ export class IngressGatewayHandler implements GatewayHandler {
     }
     req.headers = this.#upstreamHeaders(req, false);
     routed.edit?.(req);
-    if (this.#o.h2Forwarder && (routed.grpcRoute || speaksH2c(routed.appProtocol)))
+    if (this.#o.h2Forwarder && overH2c(routed))
       return this.#h2c(this.#o.h2Forwarder, stream, req, te, grpc, timeout, routed, hop);
     const result = await this.#o.forwarder.forward(req, h2Response(stream), routed, hop);
     if (result.errorCode) this.#warn(result.errorCode, result.errorMessage);
@@ -171,7 +175,7 @@ export class IngressGatewayHandler implements GatewayHandler {
     const te = req.headers.te;
     req.headers = this.#upstreamHeaders(req, false);
     routed.edit?.(req);
-    if (this.#o.h2Forwarder && (routed.grpcRoute || speaksH2c(routed.appProtocol))) {
+    if (this.#o.h2Forwarder && overH2c(routed)) {
       // The backend speaks HTTP/2: the exchange goes as a stream. A client waiting for 100
       // Continue is told to send at once (the stream takes the body as it comes).
       if (expectsContinue(req)) res.writeContinue();

@@ -94,8 +94,9 @@ const ROUTE_KINDS: readonly { group: string; kind: RouteKind }[] = [
   { group: GATEWAY_GROUP, kind: 'HTTPRoute' },
   { group: GATEWAY_GROUP, kind: 'GRPCRoute' },
 ];
-const isRouteKind = (k: { group: string; kind: string }): boolean =>
-  ROUTE_KINDS.some((r) => r.group === k.group && r.kind === k.kind);
+type GroupKind = { group: string; kind: string };
+const sameKind = (a: GroupKind, b: GroupKind): boolean => a.group === b.group && a.kind === b.kind;
+const isRouteKind = (k: GroupKind): boolean => ROUTE_KINDS.some((r) => sameKind(r, k));
 /** A route's key in the table's maps: the kind, then namespace/name (two kinds may share a name). */
 const tableKey = (r: { kind: RouteKind; metadata: { namespace: string; name: string } }): string =>
   `${r.kind} ${routeKey(r.metadata)}`;
@@ -242,9 +243,7 @@ export class GatewayRouteTable {
       return {
         name: l.name,
         attachedRoutes: this.#listenerHosts.get(`${gateway}/${l.name}`)?.length ?? 0,
-        supportedKinds: supported
-          ? ROUTE_KINDS.filter((r) => kinds.some((k) => k.group === r.group && k.kind === r.kind))
-          : [],
+        supportedKinds: supported ? ROUTE_KINDS.filter((r) => kinds.some((k) => sameKind(k, r))) : [],
         conditions: [
           supported
             ? condition('Accepted', true, 'Accepted')
@@ -325,8 +324,9 @@ export class GatewayRouteTable {
       if (accepted.status === 'False' || 'unsupported' in compiled) continue;
       for (const { listener, hostnames } of attach.listeners) {
         const lkey = `${routeKey(gateway.metadata)}/${listener.name}`;
-        const attached = this.#listenerHosts.get(lkey) ?? [];
-        this.#listenerHosts.set(lkey, [...attached, { kind: route.kind, route: key, hostnames }]);
+        let attached = this.#listenerHosts.get(lkey);
+        if (!attached) this.#listenerHosts.set(lkey, (attached = []));
+        attached.push({ kind: route.kind, route: key, hostnames });
         this.#index(route, compiled.rules, listener, hostnames, routeKey(gateway.metadata));
       }
     }
@@ -392,7 +392,7 @@ export class GatewayRouteTable {
 
   #allows(l: Listener, gateway: Gateway, route: GatewayRoute): boolean {
     const kinds = l.allowedRoutes.kinds ?? ROUTE_KINDS;
-    if (!kinds.some((k) => k.group === GATEWAY_GROUP && k.kind === route.kind)) return false;
+    if (!kinds.some((k) => sameKind(k, { group: GATEWAY_GROUP, kind: route.kind }))) return false;
     const { from, selector } = l.allowedRoutes.namespaces;
     if (from === 'Selector') {
       const labels = this.#namespaces.get(route.metadata.namespace);
@@ -468,7 +468,7 @@ function find(hosts: ReadonlyMap<string, Entry[]>, host: string, req: RequestVie
 
 /** Oldest first, then by namespace/name: the order in which a cross-kind hostname conflict is settled. */
 function byAge(a: GatewayRoute, b: GatewayRoute): number {
-  const x = [a.metadata.creationTimestamp ?? '', routeKey(a.metadata)];
-  const y = [b.metadata.creationTimestamp ?? '', routeKey(b.metadata)];
-  return x[0]! < y[0]! ? -1 : x[0]! > y[0]! ? 1 : x[1]! < y[1]! ? -1 : x[1]! > y[1]! ? 1 : 0;
+  const age = (r: GatewayRoute): string => `${r.metadata.creationTimestamp ?? ''} ${routeKey(r.metadata)}`;
+  const [x, y] = [age(a), age(b)];
+  return x < y ? -1 : x > y ? 1 : 0;
 }
