@@ -3,7 +3,8 @@
 // samples, while wrk drives the compiled `outrigger proxy` (or a bare Node pipe, for the floor).
 // Prints bytes allocated per request by allocating frame.
 //   node scripts/bench/alloc-profile.ts [--hop egress|ingress] [--bare undici|raw] [--seconds 4]
-//        [--top 30] [--own] [--sampling RATIO]   (--own: only frames outside Node's internals and undici)
+//        [--top 30] [--own] [--sampling RATIO] [--survivors]   (--own: only frames outside Node's
+//        internals and undici; --survivors: only what outlived a scavenge)
 import type { ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -21,6 +22,7 @@ const { values: a } = parseArgs({
     top: { type: 'string', default: '30' },
     own: { type: 'boolean', default: false },
     sampling: { type: 'string' },
+    survivors: { type: 'boolean', default: false },
   },
 });
 const INSPECTOR = benchPort(117);
@@ -39,9 +41,13 @@ if (a.bare) {
 const call = await inspector(INSPECTOR);
 wrk(port, authority, 1_500, 50, WORKLOADS[0]); // warm-up: optimised code, pools filled
 let r: ReturnType<typeof wrk>;
-const sites = await sampleAllocations(call, () => {
-  r = wrk(port, authority, ms, 50, WORKLOADS[0]);
-});
+const sites = await sampleAllocations(
+  call,
+  () => {
+    r = wrk(port, authority, ms, 50, WORKLOADS[0]);
+  },
+  a.survivors,
+);
 if (!r) throw new Error('wrk is needed: apt-get install wrk');
 child.kill('SIGKILL');
 process.stdout.write(
@@ -51,6 +57,7 @@ process.stdout.write(
     r.requests,
     Number(a.top),
     a.own,
+    a.survivors ? 'outliving a scavenge' : 'allocated',
   ),
 );
 process.exit(0);

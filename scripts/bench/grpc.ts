@@ -10,6 +10,7 @@
 //        --cpu-prof, and its top frames per call)
 //        [--alloc outrigger|relay] [--top 30]   (--alloc: bytes allocated per call by allocating
 //        frame, from V8's sampling heap profiler, in Outrigger or in the bare relay)
+//        [--survivors]   (with --alloc: at the fixed rate, only what outlived a scavenge)
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, createServer, type IncomingHttpHeaders } from 'node:http2';
@@ -42,6 +43,7 @@ const heapFlags = [
 const PROFILE = args.includes('--profile') ? args[args.indexOf('--profile') + 1] : undefined;
 const ROUNDS = flag('--rounds', 1);
 const ALLOC = args.includes('--alloc') ? args[args.indexOf('--alloc') + 1] : undefined;
+const SURVIVORS = args.includes('--survivors');
 const INSPECTOR = 18186;
 const BACKEND = 18180;
 const HAPROXY = 18181;
@@ -232,24 +234,34 @@ async function profileOutrigger(
   process.exit(0);
 }
 
-/** Bytes allocated per call in the process under --alloc, over a closed loop after a warm-up. */
+/**
+ * Bytes allocated per call in the process under --alloc, over a closed loop after a warm-up; with
+ * --survivors, the bytes per call that outlive a scavenge at the fixed rate (the p99's cost).
+ */
 async function allocations(
   t: { name: string; port: number; authority: string },
   body: string,
 ): Promise<void> {
   await ready(t.port, t.authority);
-  const closed = (): ReturnType<typeof h2load> =>
-    h2load(t.port, t.authority, body, ['-c', String(CLIENTS), '-m', String(STREAMS)]);
-  closed(); // warm-up: optimised code, sessions open
+  const load = SURVIVORS
+    ? ['-c', String(CLIENTS), '-m', '1', '--rps', String(RATE / CLIENTS)]
+    : ['-c', String(CLIENTS), '-m', String(STREAMS)];
+  const run = (): ReturnType<typeof h2load> => h2load(t.port, t.authority, body, load);
+  run(); // warm-up: optimised code, sessions open
   const call = await inspector(INSPECTOR);
   let r: ReturnType<typeof h2load> | undefined;
-  const sites = await sampleAllocations(call, () => {
-    r = closed();
-  });
+  const sites = await sampleAllocations(
+    call,
+    () => {
+      r = run();
+    },
+    SURVIVORS,
+  );
   if (!r) throw new Error('h2load did not run');
   const calls = Number(r.rps) * SECONDS;
+  const what = SURVIVORS ? 'outliving a scavenge' : 'allocated';
   process.stdout.write(
-    allocationTable(`${t.name}: ${r.rps} calls/s`, sites, calls, flag('--top', 30), false),
+    allocationTable(`${t.name}: ${r.rps} calls/s`, sites, calls, flag('--top', 30), false, what),
   );
   process.exit(0);
 }

@@ -45,16 +45,20 @@ export function bySite(root: SampledNode): Map<string, number> {
 
 export type InspectorCall = Awaited<ReturnType<typeof inspector>>;
 
-/** Allocation sites sampled while `load` runs (every 512 bytes on average). */
+/**
+ * Allocation sites sampled while `load` runs (every 512 bytes on average). With `survivors`, only
+ * objects that outlived a young-generation collection: what each scavenge has to copy.
+ */
 export async function sampleAllocations(
   call: InspectorCall,
   load: () => void | Promise<void>,
+  survivors = false,
 ): Promise<Map<string, number>> {
   await call('HeapProfiler.enable');
   await call('HeapProfiler.startSampling', {
     samplingInterval: 512,
     includeObjectsCollectedByMajorGC: true,
-    includeObjectsCollectedByMinorGC: true,
+    includeObjectsCollectedByMinorGC: !survivors,
   });
   await load();
   const { profile } = (await call('HeapProfiler.stopSampling')) as { profile: { head: SampledNode } };
@@ -68,6 +72,7 @@ export function allocationTable(
   requests: number,
   top: number,
   own: boolean,
+  what = 'allocated',
 ): string {
   const total = [...sites.values()].reduce((x, y) => x + y, 0);
   const shown = [...sites]
@@ -75,7 +80,7 @@ export function allocationTable(
     .sort((x, y) => y[1] - x[1])
     .slice(0, top);
   return [
-    `${title}, ${Math.round(total / requests)} bytes allocated per request (sampled)`,
+    `${title}, ${Math.round(total / requests)} bytes ${what} per request (sampled)`,
     '',
     '| bytes / request | frame |',
     '|---|---|',

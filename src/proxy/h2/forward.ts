@@ -5,6 +5,7 @@ import {
   type OutgoingHttpHeaders,
   type ServerHttp2Stream,
 } from 'node:http2';
+import { Readable } from 'node:stream';
 import type { AttemptFeedback, Outcome } from '../../balance/balancer.ts';
 import type { Clock, Timer } from '../../shared/clock.ts';
 import type { ForwardPlan, ForwardResult, Upstream } from '../forward.ts';
@@ -114,7 +115,7 @@ class H2Exchange {
   #grpcStatus: number | undefined;
   #errorCode: ProxyErrorCode | undefined;
   #errorMessage = '';
-  /** Whether the response ended with END_STREAM (not with a reset: see #watchEndStream). */
+  /** Whether the response ended with END_STREAM (not with a reset: see pushWatchingEnd). */
   #complete = false;
   #upTrailers: IncomingHttpHeaders | undefined;
   /** Our own trailers (a deadline hit while streaming), in place of the upstream's. */
@@ -233,11 +234,7 @@ class H2Exchange {
     if (!up) return;
     this.#up = undefined;
     if (this.#reading) this.#down.pause();
-    up.off('response', this.#onResponse);
-    up.off('trailers', this.#onUpTrailers);
-    up.off('close', this.#onUpClose);
-    up.off('drain', this.#onUpDrain);
-    up.off('finish', this.#onUpFinish);
+    this.#unlisten(up);
     if (!up.closed) up.close(NGHTTP2_CANCEL);
   }
 
@@ -375,7 +372,7 @@ class H2Exchange {
       this.#deadline?.cancel();
       return;
     }
-    this.#watchEndStream(up);
+    up.push = pushWatchingEnd;
     down.on('wantTrailers', this.#onWantTrailers);
     down.on('drain', this.#onDownDrain);
     up.on('data', this.#onUpData);
@@ -399,6 +396,7 @@ class H2Exchange {
   // after it (RFC 9113 section 8.1: "stop sending the request body"); before it, the body
   // was cut, and a client without content-length would take the short body as whole.
   readonly #onUpEnd = (): void => {
+    this.#complete ||= endedByEndStream(this.#up);
     if (this.#complete && !this.#errorCode) this.#down.end();
   };
 
@@ -421,6 +419,7 @@ class H2Exchange {
   };
 
   #relayClosed(up: ClientHttp2Stream): void {
+    this.#complete ||= endedByEndStream(up);
     if (this.#errorCode || this.#down.closed || this.#complete) return;
     // A reset is passed on with its code; NO_ERROR would read as "done" to the client.
     const code = up.rstCode ? up.rstCode : NGHTTP2_INTERNAL_ERROR;
@@ -431,16 +430,29 @@ class H2Exchange {
   }
 
   /**
-   * Node ends a client stream's readable side the same way for END_STREAM and for
-   * RST_STREAM(NO_ERROR); only the order differs: END_STREAM ends it while the stream is still
-   * open, a reset after the stream has been marked closed.
+   * Our handlers off both streams once the call is over. node:http2 keeps every client stream
+   * reachable until the next full collection (its request() defines an accessor with fresh
+   * closures per stream, so an old-space map points at them), and whatever the stream's
+   * listeners reach would be kept with it: this whole call, the client's stream included.
    */
-  #watchEndStream(up: ClientHttp2Stream): void {
-    const push = up.push.bind(up);
-    up.push = (chunk: unknown, encoding?: BufferEncoding): boolean => {
-      if (chunk === null && !up.closed) this.#complete = true;
-      return push(chunk, encoding);
-    };
+  #detach(): void {
+    const down = this.#down;
+    down.off('close', this.#onDownClose);
+    down.off('data', this.#onDownData);
+    down.off('end', this.#onDownEnd);
+    down.off('wantTrailers', this.#onWantTrailers);
+    down.off('drain', this.#onDownDrain);
+    if (this.#up) this.#unlisten(this.#up);
+  }
+
+  #unlisten(up: ClientHttp2Stream): void {
+    up.off('response', this.#onResponse);
+    up.off('trailers', this.#onUpTrailers);
+    up.off('close', this.#onUpClose);
+    up.off('drain', this.#onUpDrain);
+    up.off('finish', this.#onUpFinish);
+    up.off('data', this.#onUpData);
+    up.off('end', this.#onUpEnd);
   }
 
   #stopTimers(): void {
@@ -484,7 +496,7 @@ class H2Exchange {
     this.#phase = 'done';
     this.#deadline?.cancel();
     this.#stopTimers();
-    this.#down.off('close', this.#onDownClose);
+    this.#detach();
     this.#resolve(
       r ?? {
         status: this.#status,
@@ -493,6 +505,26 @@ class H2Exchange {
       },
     );
   }
+}
+
+const END_STREAM = Symbol('endStream');
+type WatchedStream = ClientHttp2Stream & { [END_STREAM]?: true };
+// eslint-disable-next-line @typescript-eslint/unbound-method -- called with the stream as `this`
+const readablePush = Readable.prototype.push;
+
+/**
+ * Node ends a client stream's readable side the same way for END_STREAM and for
+ * RST_STREAM(NO_ERROR); only the order differs: END_STREAM ends it while the stream is still
+ * open, a reset after the stream has been marked closed. One shared function, not a closure per
+ * stream, so that the stream holds nothing of the call.
+ */
+function pushWatchingEnd(this: WatchedStream, chunk: unknown, encoding?: BufferEncoding): boolean {
+  if (chunk === null && !this.closed) this[END_STREAM] = true;
+  return readablePush.call(this, chunk, encoding);
+}
+
+function endedByEndStream(up: WatchedStream | undefined): boolean {
+  return up?.[END_STREAM] === true;
 }
 
 /**

@@ -233,6 +233,17 @@ export async function metric(proxy: Proxy, name: string, labels: Record<string, 
   return 0;
 }
 
+/** outrigger_requests_total for labels once it reaches want (a hop ends just after its client's stream closes). */
+export async function counted(proxy: Proxy, labels: Record<string, string>, want: number): Promise<number> {
+  let n = 0;
+  for (let i = 0; i < 100; i++) {
+    n = await metric(proxy, 'outrigger_requests_total', labels);
+    if (n >= want) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return n;
+}
+
 /** Writes data on a fresh connection and collects the reply until `done` holds (bounded). */
 export function tcpExchange(
   port: number,

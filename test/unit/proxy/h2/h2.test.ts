@@ -1,8 +1,9 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { constants, type Http2Session, type ServerHttp2Stream } from 'node:http2';
+import diagnostics from 'node:diagnostics_channel';
+import { constants, type ClientHttp2Stream, type Http2Session, type ServerHttp2Stream } from 'node:http2';
 import { ep, service } from '../../routing/fixtures.ts';
-import { closedPort, metric, startProxy, type Proxy } from '../harness.ts';
+import { closedPort, counted, metric, startProxy, type Proxy } from '../harness.ts';
 import {
   echo,
   grpcHeaders,
@@ -328,4 +329,40 @@ test('CONNECT over HTTP/2 is refused with 400, the connection keeps serving', as
   } finally {
     c.close();
   }
+});
+
+test('a finished call leaves nothing of itself on either stream (node:http2 keeps client streams until a full GC)', async () => {
+  const b = await backend(echo);
+  route('kept', b);
+  // The proxy's upstream streams (to the backend's port) and its client-facing ones.
+  const ups: ClientHttp2Stream[] = [];
+  const downs: ServerHttp2Stream[] = [];
+  const onUp = ({ stream }: { stream: ClientHttp2Stream }): void => {
+    if (stream.session?.socket.remotePort === b.port) ups.push(stream);
+  };
+  const onDown = ({ stream }: { stream: ServerHttp2Stream }): void => void downs.push(stream);
+  diagnostics.subscribe('http2.client.stream.created', onUp as (m: unknown) => void);
+  diagnostics.subscribe('http2.server.stream.created', onDown as (m: unknown) => void);
+  try {
+    const replies = await calls('kept', 3, 1);
+    assert.ok(replies.every(ok));
+    assert.equal(await counted(proxy, { service: 'prod/kept' }, 3), 3);
+  } finally {
+    diagnostics.unsubscribe('http2.client.stream.created', onUp as (m: unknown) => void);
+    diagnostics.unsubscribe('http2.server.stream.created', onDown as (m: unknown) => void);
+  }
+  const ours = downs.filter((d) => d.session?.socket.localPort === proxy.egress || d.destroyed);
+  assert.equal(ups.length, 3);
+  for (const s of [...ups, ...ours]) {
+    const left = s.eventNames().flatMap((e) => s.listeners(e).map((f) => `${String(e)}: ${f.name}`));
+    // The forwarder's handlers are its private fields, named #on...
+    assert.deepEqual(
+      left.filter((l) => l.includes('#')),
+      [],
+    );
+  }
+  // One shared function watches for END_STREAM, not a closure over each call.
+  const [first, second] = ups.map((s) => Object.getOwnPropertyDescriptor(s, 'push')?.value as unknown);
+  assert.ok(typeof first === 'function');
+  assert.equal(first, second);
 });

@@ -2,7 +2,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { constants } from 'node:http2';
 import { ep, service } from '../../routing/fixtures.ts';
-import { metric, startProxy, type Proxy } from '../harness.ts';
+import { counted, startProxy, type Proxy } from '../harness.ts';
 import { h2Client, h2Request } from './h2-harness.ts';
 import { dataFrame, headersFrames, rawServer, rstFrame, type RawServer } from './frames.ts';
 
@@ -30,17 +30,6 @@ async function upstream(name: string, answer: Parameters<typeof rawServer>[0]): 
   proxy.resolver.set(service('prod', name, { eps: { http: [ep('127.0.0.1', s.port)] } }));
 }
 
-/** The counter once it reaches want (the proxy ends its hop just after the client's stream closes). */
-async function counted(labels: Record<string, string>, want: number): Promise<number> {
-  let n = 0;
-  for (let i = 0; i < 100; i++) {
-    n = await metric(proxy, 'outrigger_requests_total', labels);
-    if (n >= want) break;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return n;
-}
-
 const get = (authority: string): Record<string, string> => ({
   ':method': 'GET',
   ':path': '/',
@@ -64,7 +53,7 @@ test('a response cut by RST_STREAM(NO_ERROR) before END_STREAM reaches the clien
   } finally {
     c.close();
   }
-  assert.equal(await counted({ service: 'prod/cut', status: '200', error: 'upstream_failed' }, 1), 1);
+  assert.equal(await counted(proxy, { service: 'prod/cut', status: '200', error: 'upstream_failed' }, 1), 1);
 });
 
 test('RST_STREAM(NO_ERROR) after a complete response (request body not read) stays a success', async () => {
@@ -99,5 +88,5 @@ test('RST_STREAM(NO_ERROR) after a complete response (request body not read) sta
   } finally {
     c.close();
   }
-  assert.equal(await counted({ service: 'prod/early', status: '200', error: '' }, 1), 1);
+  assert.equal(await counted(proxy, { service: 'prod/early', status: '200', error: '' }, 1), 1);
 });
