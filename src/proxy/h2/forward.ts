@@ -433,7 +433,7 @@ class H2Exchange {
    * Our handlers off both streams once the call is over. node:http2 keeps every client stream
    * reachable until the next full collection (its request() defines an accessor with fresh
    * closures per stream, so an old-space map points at them), and whatever the stream's
-   * listeners reach would be kept with it: this whole call, the client's stream included.
+   * listeners reach would be kept with it: this whole call, the app's stream included.
    */
   #detach(): void {
     const down = this.#down;
