@@ -2,7 +2,7 @@ import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { constants, type ServerHttp2Stream } from 'node:http2';
 import { ep, service } from '../../routing/fixtures.ts';
-import { metric, startProxy, type Proxy } from '../harness.ts';
+import { counted, startProxy, type Proxy } from '../harness.ts';
 import type { ServerLimits } from '../../../../src/proxy/server.ts';
 import { h2Client, h2Request, startH2Backend, type H2Backend } from './h2-harness.ts';
 import { errorCodeOf, FrameType, headersFrames, rawClient, Setting, settingsOf } from './frames.ts';
@@ -29,17 +29,6 @@ async function proxyFor(b: H2Backend, limits: Partial<ServerLimits>): Promise<Pr
   closers.push(() => p.close());
   p.resolver.set(service('prod', 'web', { eps: { http: [ep('127.0.0.1', b.port)] } }));
   return p;
-}
-
-/** The counter once it reaches want (a hop ends just after the client's stream closes). */
-async function counted(p: Proxy, labels: Record<string, string>, want: number): Promise<number> {
-  let n = 0;
-  for (let i = 0; i < 100; i++) {
-    n = await metric(p, 'outrigger_requests_total', labels);
-    if (n >= want) break;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return n;
 }
 
 /** Reads the request body to its end, then answers `ok` after ms. */
