@@ -57,7 +57,7 @@ process.stdout.write(
     r.requests,
     Number(a.top),
     a.own,
-    a.survivors ? 'outliving a scavenge' : 'allocated',
+    a.survivors,
   ),
 );
 process.exit(0);

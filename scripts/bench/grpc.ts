@@ -259,9 +259,8 @@ async function allocations(
   );
   if (!r) throw new Error('h2load did not run');
   const calls = Number(r.rps) * SECONDS;
-  const what = SURVIVORS ? 'outliving a scavenge' : 'allocated';
   process.stdout.write(
-    allocationTable(`${t.name}: ${r.rps} calls/s`, sites, calls, flag('--top', 30), false, what),
+    allocationTable(`${t.name}: ${r.rps} calls/s`, sites, calls, flag('--top', 30), false, SURVIVORS),
   );
   process.exit(0);
 }

@@ -72,8 +72,9 @@ export function allocationTable(
   requests: number,
   top: number,
   own: boolean,
-  what = 'allocated',
+  survivors = false,
 ): string {
+  const what = survivors ? 'outliving a scavenge' : 'allocated';
   const total = [...sites.values()].reduce((x, y) => x + y, 0);
   const shown = [...sites]
     .filter(([k]) => !own || !/ (node:|undici\/)|^\(|:0$/.test(k))
