@@ -64,6 +64,18 @@ const otelSdk = {
   message: 'Only src/tracing/ imports the OpenTelemetry SDK.',
 };
 
+/**
+ * import() of a package: in the bundle that ships (scripts/bundle.ts) a CommonJS package loaded so
+ * has a default export only, and its named exports come back undefined. Import it statically in a
+ * module of ours that is itself loaded on use.
+ */
+const packageOnUse = {
+  group: [],
+  dynamic: '^(?!node:)[^.]',
+  message:
+    'Import packages statically (from a module loaded on use): the bundle gives a package loaded by import() only a default export.',
+};
+
 /** Everywhere in src/ but its one importer: see src/shared/node-http.ts. */
 const nodeHttp = ['node:http', 'http'].map((name) => ({
   name,
@@ -74,7 +86,7 @@ const nodeHttp = ['node:http', 'http'].map((name) => ({
 
 /** The imports forbidden in src/<folder>/ ('root' is src/*.ts and src/cli/). */
 function forbiddenFor(folder, { kube = false } = {}) {
-  const rules = [testImports];
+  const rules = [testImports, packageOnUse];
   if (folder !== 'root') {
     const root = folderRule(
       folder === 'compose' ? ['cli'] : ['compose', 'cli'],
@@ -99,7 +111,10 @@ const restrict = (files, rules, ignores = []) => ({
   rules: {
     '@typescript-eslint/no-restricted-imports': [
       'error',
-      { paths: nodeHttp, patterns: rules.map(({ group, message }) => ({ group, message })) },
+      {
+        paths: nodeHttp,
+        patterns: rules.filter(({ group }) => group.length).map(({ group, message }) => ({ group, message })),
+      },
     ],
     'no-restricted-syntax': [
       'error',

@@ -1,11 +1,11 @@
 import type { Server } from 'node:http';
 import { createServer, request } from '../shared/node-http.ts';
 import type { AddressInfo } from 'node:net';
-import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 import type { DataPath } from '../compose/data-path.ts';
 import { loadConfig } from '../config/load.ts';
 import { demoOptions, type DemoConfig } from '../config/person-options.ts';
+import { appFile } from '../shared/app-root.ts';
 import { systemClock } from '../shared/clock.ts';
 import { createLogger } from '../shared/log.ts';
 import { personTable } from './option-table.ts';
@@ -16,7 +16,7 @@ import { personTable } from './option-table.ts';
  * source, and the demo plays the app: it sends traffic through the egress listener the way an app
  * with HTTP_PROXY does, and through the ingress listener the way another pod's sidecar does.
  */
-const MANIFEST = fileURLToPath(new URL('../../manifests/demo/cluster.yaml', import.meta.url));
+const MANIFEST = appFile('manifests/demo/cluster.yaml');
 
 /**
  * Above the 30 ms a balancer assumes of an endpoint it has not timed yet, so the slow pod's first

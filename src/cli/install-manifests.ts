@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { parseAllDocuments } from 'yaml';
+import { parseAllDocuments, stringify } from 'yaml';
+import { appFile } from '../shared/app-root.ts';
 import { OutriggerError } from '../shared/errors.ts';
 import { CONTROL_PLANE, OWNED_LABEL } from './control-plane.ts';
 
@@ -20,7 +20,11 @@ export { OWNED_LABEL } from './control-plane.ts';
 /** The example binding in manifests/rbac, for the namespace "demo"; install binds the meshed ones instead. */
 export const EXAMPLE_BINDING = `${CONTROL_PLANE.sidecarRole}-demo`;
 
-const MANIFESTS = fileURLToPath(new URL('../../manifests/', import.meta.url));
+const MANIFESTS = appFile('manifests/');
+
+/** Objects as one multi-document YAML stream, the way install and uninstall print them. */
+export const yamlStream = (objs: readonly Obj[]): string =>
+  objs.map((o) => stringify(o, { lineWidth: 0 })).join('---\n');
 
 const parse = (text: string): unknown[] => parseAllDocuments(text).map((d) => d.toJS() as unknown);
 

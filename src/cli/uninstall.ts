@@ -159,7 +159,7 @@ async function list(api: KubeApi, path: string): Promise<Listed[]> {
 }
 
 export async function renderUninstall(flags: UninstallFlags, note: Note): Promise<string> {
-  const [m, { stringify }] = await Promise.all([import('./install-manifests.ts'), import('yaml')]);
+  const m = await import('./install-manifests.ts');
   const named = flags.namespaces === undefined ? [] : m.parseNamespaces(flags.namespaces);
   const refs = await staticRefs();
   const kubeconfig = flags.kubeconfig ?? defaultKubeconfig();
@@ -191,7 +191,7 @@ export async function renderUninstall(flags: UninstallFlags, note: Note): Promis
   }
   return (
     `# Outrigger control plane, listed by outrigger uninstall. Delete with: kubectl delete ${kubeconfig ? '' : '--ignore-not-found '}-f -\n` +
-    ordered.map((o) => stringify(o, { lineWidth: 0 })).join('---\n')
+    m.yamlStream(ordered)
   );
 }
 

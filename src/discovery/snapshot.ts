@@ -1,9 +1,9 @@
-import { existsSync } from 'node:fs';
 import { open, readFile, rename, unlink } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { dirname } from 'node:path';
 import { crc32 } from 'node:zlib';
 import { createRequire } from 'node:module';
 import type protobuf from 'protobufjs';
+import { appFile } from '../shared/app-root.ts';
 import type { Clock, Timer } from '../shared/clock.ts';
 import { errorMessage, OutriggerError } from '../shared/errors.ts';
 import type { Logger } from '../shared/log.ts';
@@ -40,12 +40,7 @@ export interface GatewaySnapshot {
 let schema: protobuf.Type | undefined;
 function snapshotType(): protobuf.Type {
   if (schema) return schema;
-  // src/discovery/ and dist/discovery/ both sit two levels below the package root.
-  const candidates = [
-    join(import.meta.dirname, '../../proto/outrigger/v1/snapshot.proto'),
-    join(import.meta.dirname, '../../../proto/outrigger/v1/snapshot.proto'),
-  ];
-  const file = candidates.find((c) => existsSync(c)) ?? candidates[0] ?? '';
+  const file = appFile('proto/outrigger/v1/snapshot.proto');
   // Loaded on first use: a sidecar without --snapshot never pays for protobufjs.
   const pb = createRequire(import.meta.url)('protobufjs') as typeof protobuf;
   schema = pb.loadSync(file).lookupType('outrigger.v1.Snapshot');
