@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # One image for every role: `outrigger proxy` (the sidecar, the default command), `outrigger webhook`
-# and `outrigger iptables` (the transparent-capture init step). Compiled JavaScript only: no
+# and `outrigger iptables` (the transparent-capture init step). Bundled JavaScript only: no
 # TypeScript, no dev dependencies, no npm at run time. Runs as a non-root user with a read-only root
 # filesystem (nothing is written outside the volumes the injector mounts).
 #
@@ -16,13 +16,16 @@ FROM ${NODE_IMAGE} AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 # --ignore-scripts: the pinned `node` devDependency would fetch a second Node (this image has one),
-# and `prepare` would compile before the sources are here. koffi's binaries come from its prebuilt
+# and `prepare` would bundle before the sources are here. koffi's binaries come from its prebuilt
 # per-platform optional packages, so no install script is needed.
 RUN npm ci --ignore-scripts --no-audit --no-fund
-COPY tsconfig.json tsconfig.build.json ./
+# src/ bundled by esbuild into a few files (a sidecar then keeps less source in its heap than with
+# one module per file; docs/benchmarks.md, "Memory"). esbuild reads tsconfig.json for TypeScript's
+# semantics (class fields). The type check runs in CI, not here.
+COPY tsconfig.json ./
+COPY scripts/bundle.ts ./scripts/
 COPY src ./src
-# Called by path: node_modules/.bin/node is the devDependency's shim, which --ignore-scripts leaves unset.
-RUN node node_modules/typescript/bin/tsc -p tsconfig.build.json --outDir /app/dist
+RUN node scripts/bundle.ts /app/dist
 # The application's own files, gathered here to become one layer. package.json marks dist/ as ES
 # modules; proto/ holds the snapshot schema loaded at run time; manifests/ is what `outrigger
 # install` prints and `outrigger demo` routes by.

@@ -1,5 +1,5 @@
 #!/usr/bin/env -S node --max-semi-space-size=4
-// Runs the compiled CLI (npm ci builds dist/ through the prepare script).
+// Runs the bundled CLI (npm ci builds dist/ through the prepare script: scripts/bundle.ts).
 // --max-semi-space-size=4: V8 would otherwise let the young generation grow to 64 MB under load;
 // 4 MiB semi-spaces cost less CPU per request than 1 or 2 MiB (which promote more to the old
 // generation) for no more memory under load; figures in docs/benchmarks.md, "Memory". `env -S`

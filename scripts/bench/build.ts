@@ -24,27 +24,29 @@ export function sourcesBuild(): BenchBuild {
   };
 }
 
-/** Compiles `src` of a checkout (the repository, or an exported ref under it) into `dest/dist`. */
+/**
+ * Builds `src` of a checkout (the repository, or an exported ref under it) into `dest/dist`: with
+ * the checkout's own scripts/bundle.ts when it has one (what ships), else tsc, file per module.
+ */
 function compile(root: string, dest: string): void {
-  const tsc = path.join(repo, 'node_modules/typescript/bin/tsc');
-  const r = spawnSync(
-    process.execPath,
-    [
-      tsc,
-      '-p',
-      path.join(root, 'tsconfig.build.json'),
-      '--outDir',
-      path.join(dest, 'dist'),
-      '--sourceMap',
-      'false',
-    ],
-    { encoding: 'utf8', timeout: 300_000 },
-  );
+  const bundler = path.join(root, 'scripts/bundle.ts');
+  const args = existsSync(bundler)
+    ? [bundler, path.join(dest, 'dist')]
+    : [
+        path.join(repo, 'node_modules/typescript/bin/tsc'),
+        '-p',
+        path.join(root, 'tsconfig.build.json'),
+        '--outDir',
+        path.join(dest, 'dist'),
+        '--sourceMap',
+        'false',
+      ];
+  const r = spawnSync(process.execPath, args, { encoding: 'utf8', timeout: 300_000 });
   // Type errors still emit JavaScript; only a build with nothing to run is fatal.
   if (r.status !== 0 && !existsSync(path.join(dest, 'dist/main.js')))
-    throw new Error(`bench: tsc build failed: ${r.stdout}${r.stderr}`);
+    throw new Error(`bench: build failed: ${r.stdout}${r.stderr}`);
   if (r.status !== 0)
-    process.stderr.write(`bench: tsc reported errors (JavaScript emitted anyway):\n${r.stdout}`);
+    process.stderr.write(`bench: the build reported errors (JavaScript emitted anyway):\n${r.stdout}`);
 }
 
 export function compiledBuild(): BenchBuild {
@@ -65,7 +67,11 @@ export function compiledBuild(): BenchBuild {
 export function refBuild(ref: string): string {
   const dest = path.join(out, `ref-${ref.replace(/[^\w.-]/g, '_')}`);
   mkdirSync(dest, { recursive: true });
-  const files = ['src', 'tsconfig.json', 'tsconfig.build.json', 'package.json'];
+  const wanted = ['src', 'tsconfig.json', 'tsconfig.build.json', 'package.json', 'scripts/bundle.ts'];
+  // Older refs have no bundler: they are built with tsc.
+  const files = wanted.filter(
+    (f) => spawnSync('git', ['-C', repo, 'cat-file', '-e', `${ref}:${f}`]).status === 0,
+  );
   const r = spawnSync(
     'bash',
     ['-c', 'git -C "$1" archive "$2" -- "${@:3}" | tar -x -C "$0"', dest, repo, ref, ...files],

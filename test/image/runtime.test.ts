@@ -228,7 +228,9 @@ test('the init step loads the capture rules (nft and legacy) as root with NET_AD
     const bin = mode === 'plain' ? 'iptables' : 'iptables-' + mode;
     const saved = execFileSync(bin + '-save', ['-t', 'nat'], { encoding: 'utf8' });
     const saved6 = execFileSync(bin.replace('iptables', 'ip6tables') + '-save', ['-t', 'nat'], { encoding: 'utf8' });
-    const { originalDestination } = await import('/app/dist/proxy/capture/original-destination.js');
+    // The bundle keeps the module the sidecar loads on use as a file of its own, named after it.
+    const capture = (await import('node:fs')).readdirSync('/app/dist').find((f) => /^original-destination-\\w+\\.js$/.test(f));
+    const { originalDestination } = await import('/app/dist/' + capture);
     const server = net.createServer((s) => {
       console.log(JSON.stringify({ saved, saved6, port: server.address().port, dest: originalDestination(s) }));
       s.destroy();

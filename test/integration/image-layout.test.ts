@@ -1,27 +1,34 @@
 // The container image, without a container engine: the Dockerfile's runtime stage is `dist/` from
-// `tsc -p tsconfig.build.json`, the production dependencies only (`npm ci --omit=dev`),
+// `node scripts/bundle.ts` (src/ bundled), the production dependencies only (`npm ci --omit=dev`),
 // package.json, proto/, manifests/ and bin/, started as
 // `node --max-semi-space-size=4 /app/dist/main.js`. This test lays out the same tree from the
 // installed packages (npm's own list of the production tree, no network) and checks that every
-// role starts from it, that a sidecar routes a request, that the snapshot schema resolves, that
-// nothing is written into the tree (read-only root filesystem), and that no test-only code (fakes)
+// role starts from it, that a sidecar routes a request, that one starts from its snapshot (the
+// schema in proto/ resolves) while the API is unreachable, that nothing is written into the tree (read-only root filesystem), and that no test-only code (fakes)
 // ships. The built image itself is tested by test/image/ (scripts/build-image --test).
 import assert from 'node:assert/strict';
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { after, before, test } from 'node:test';
+import { after, before, test, type TestContext } from 'node:test';
+import { closedKubeconfig } from '../harness/cli.ts';
 import { waitFor } from '../harness/discovery.ts';
 import { httpGet as get } from '../harness/http-get.ts';
+import { transformSync } from 'esbuild';
+import { bundle } from '../../scripts/bundle.ts';
+import { encodeSnapshot } from '../../src/discovery/snapshot.ts';
+import type { ServiceInfo } from '../../src/discovery/types.ts';
 
 const repo = path.resolve(import.meta.dirname, '../..');
 const root = mkdtempSync(path.join(os.tmpdir(), 'outrigger-image-'));
 const app = path.join(root, 'app');
 const main = path.join(app, 'dist/main.js');
 const ENTRY_FLAGS = ['--max-semi-space-size=4'];
+/** The files the bundle was made of, as paths from the repository root. */
+let bundled = new Set<string>();
 
 /** Every file under dir with its size and mtime, to prove nothing was written. */
 function listing(dir: string): string[] {
@@ -43,18 +50,8 @@ function run(args: string[]): { status: number | null; out: string } {
   return { status: r.status, out: r.stdout + r.stderr };
 }
 
-before(() => {
-  execFileSync(
-    process.execPath,
-    [
-      path.join(repo, 'node_modules/typescript/bin/tsc'),
-      '-p',
-      'tsconfig.build.json',
-      '--outDir',
-      path.join(app, 'dist'),
-    ],
-    { cwd: repo, stdio: 'pipe', timeout: 300_000 },
-  );
+before(async () => {
+  bundled = new Set(Object.keys((await bundle(path.join(app, 'dist'))).inputs));
   // The production tree as npm resolved it: each package directory without its nested
   // node_modules (those are listed, and copied, on their own).
   const list = spawnSync('npm', ['ls', '--omit=dev', '--all', '--parseable'], {
@@ -83,50 +80,22 @@ test('the runtime tree holds no development dependency', () => {
   assert.ok(modules.includes('http-proxy'));
 });
 
-/** Relative modules a compiled module imports, statically or on use (`import(...)`). */
-function importsOf(file: string): string[] {
-  const text = readFileSync(file, 'utf8');
-  const specifiers = [...text.matchAll(/(?:\bfrom\s*|\bimport\s*\(?\s*)['"](\.{1,2}\/[^'"]+)['"]/g)];
-  // A module required synchronously on first use names itself by path with the running file's
-  // extension (./x.ts in the sources, ./x.js once compiled): new URL(`./x${extname(...)}`, ...).
-  const byPath = [...text.matchAll(/new URL\(`(\.{1,2}\/[^`$]+)\$\{extname\(import\.meta\.url\)\}`/g)];
-  return [
-    ...specifiers.map((m) => path.resolve(path.dirname(file), m[1] as string)),
-    ...byPath.map((m) => path.resolve(path.dirname(file), `${m[1] as string}.js`)),
-  ];
-}
-
-test('no test-only code ships: no fake, and every module in dist/ is reachable from main.js', () => {
+test('no test-only code ships: no fake, and every module in src/ is in the bundle', () => {
   const dist = path.join(app, 'dist');
-  const modules = readdirSync(dist, { recursive: true, encoding: 'utf8' })
+  const fakes = readdirSync(dist)
     .filter((f) => f.endsWith('.js'))
-    .map((f) => path.join(dist, f));
-  const fakes = modules.filter(
-    (f) => /fake/i.test(path.basename(f)) || /\bclass Fake/.test(readFileSync(f, 'utf8')),
-  );
-  assert.deepEqual(
-    fakes.map((f) => path.relative(dist, f)),
-    [],
-    'fakes belong under test/',
-  );
-  const reached = new Set<string>();
-  const queue = [main];
-  for (let f = queue.pop(); f !== undefined; f = queue.pop()) {
-    if (reached.has(f)) continue;
-    reached.add(f);
-    queue.push(...importsOf(f).filter((m) => m.startsWith(dist + path.sep)));
-  }
-  // A module of types only compiles to an empty one that nothing loads at run time.
+    .filter((f) => /fake/i.test(f) || /\bclass Fake/.test(readFileSync(path.join(dist, f), 'utf8')));
+  assert.deepEqual(fakes, [], 'fakes belong under test/');
+  // A module of types only compiles to nothing, and nothing loads it at run time.
   const typesOnly = (f: string): boolean =>
-    readFileSync(f, 'utf8')
-      .replace(/\/\*[\s\S]*?\*\//g, '')
-      .replace(/^\s*\/\/.*$/gm, '')
-      .trim() === 'export {};';
-  const unreached = modules
-    .filter((f) => !reached.has(f) && !typesOnly(f))
-    .map((f) => path.relative(dist, f));
+    transformSync(readFileSync(path.join(repo, f), 'utf8'), { loader: 'ts', format: 'esm' }).code.trim() ===
+    '';
+  const modules = readdirSync(path.join(repo, 'src'), { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.ts'))
+    .map((f) => path.posix.join('src', f.split(path.sep).join('/')));
+  const unreached = modules.filter((f) => !bundled.has(f) && !typesOnly(f));
   assert.deepEqual(unreached, [], 'modules no command loads are test-only: move them under test/');
-  assert.ok(reached.size > 50, `the import walk found the modules (${reached.size})`);
+  assert.ok(bundled.size > 100, `the bundle's inputs were read (${bundled.size})`);
 });
 
 test('every role starts from the runtime tree: proxy, webhook, gateway, the iptables init step, inject, install', () => {
@@ -158,10 +127,7 @@ test('every role starts from the runtime tree: proxy, webhook, gateway, the ipta
 });
 
 test('a sidecar from the runtime tree routes a request and writes nothing into the tree', async (t) => {
-  const backend = http.createServer((_req, res) => res.end('from the backend'));
-  await new Promise<void>((r) => backend.listen(0, '127.0.0.1', r));
-  t.after(() => backend.close());
-  const port = (backend.address() as AddressInfo).port;
+  const port = await backend(t, 'from the backend');
   const source = path.join(root, 'services.yaml');
   writeFileSync(
     source,
@@ -179,28 +145,7 @@ endpoints: [{ addresses: ["127.0.0.1"], conditions: { ready: true } }]
 `,
   );
   const before = listing(app);
-  const ports = await freePorts(3);
-  const [egress, ingress, admin] = ports as [number, number, number];
-  const child = spawn(
-    process.execPath,
-    [
-      ...ENTRY_FLAGS,
-      main,
-      'proxy',
-      '--source',
-      `file:${source}`,
-      '--capture',
-      'explicit',
-      '--namespace',
-      'demo',
-      ...['--egress-port', String(egress), '--ingress-port', String(ingress), '--admin-port', String(admin)],
-      '--trace-sampling',
-      '0',
-    ],
-    { cwd: root, env: { PATH: process.env.PATH ?? '', NODE_ENV: 'production' }, stdio: 'ignore' },
-  );
-  t.after(() => child.kill('SIGKILL'));
-  await waitFor('/readyz', async () => (await get(admin, '/readyz')).status === 200, 20_000);
+  const { egress, child } = await sidecar(t, ['--source', `file:${source}`]);
   const r = await get(egress, '/', 'web.demo');
   assert.equal(r.status, 200);
   assert.equal(r.body, 'from the backend');
@@ -209,14 +154,76 @@ endpoints: [{ addresses: ["127.0.0.1"], conditions: { ready: true } }]
   assert.deepEqual(listing(app), before, 'the image tree is unchanged (read-only root filesystem)');
 });
 
-test('the snapshot schema (proto/) resolves from dist/', async () => {
-  const snapshot = (await import(path.join(app, 'dist/discovery/snapshot.js'))) as {
-    encodeSnapshot(d: unknown): Buffer;
-    decodeSnapshot(b: Buffer): { writtenAt: number };
+test('a sidecar from the runtime tree starts from its snapshot while the API is unreachable', async (t) => {
+  const port = await backend(t, 'from the snapshot');
+  const key = { namespace: 'demo', name: 'kept' };
+  const endpoint = { address: '127.0.0.1', port, ready: true, serving: true, terminating: false };
+  const info: ServiceInfo = {
+    key,
+    type: 'ClusterIP',
+    headless: false,
+    clusterIPs: ['10.96.0.10'],
+    ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: port }],
+    sessionAffinity: 'None',
+    affinityTimeoutSeconds: 0,
+    internalTrafficPolicy: 'Cluster',
+    endpoints: new Map([['http', [endpoint]]]),
   };
-  const bytes = snapshot.encodeSnapshot({ writtenAt: 42, services: [], index: [] });
-  assert.equal(snapshot.decodeSnapshot(bytes).writtenAt, 42);
+  const snapshot = path.join(root, 'snapshot.pb');
+  writeFileSync(
+    snapshot,
+    encodeSnapshot({
+      writtenAt: Date.now(),
+      services: [{ info }],
+      index: [{ key, clusterIPs: info.clusterIPs }],
+    }),
+  );
+  const kubeconfig = closedKubeconfig(root);
+  const { egress } = await sidecar(t, ['--kubeconfig', kubeconfig, '--snapshot', snapshot]);
+  const r = await get(egress, '/', 'kept.demo');
+  assert.equal(r.status, 200);
+  assert.equal(r.body, 'from the snapshot');
 });
+
+async function backend(t: TestContext, body: string): Promise<number> {
+  const server = http.createServer((_req, res) => res.end(body));
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.after(() => server.close());
+  return (server.address() as AddressInfo).port;
+}
+
+/** `outrigger proxy` from the tree, explicit capture, namespace demo, no tracing; ready. */
+async function sidecar(t: TestContext, source: string[]): Promise<{ egress: number; child: ChildProcess }> {
+  const [egress, ingress, admin] = (await freePorts(3)) as [number, number, number];
+  const ports = [
+    '--egress-port',
+    String(egress),
+    '--ingress-port',
+    String(ingress),
+    '--admin-port',
+    String(admin),
+  ];
+  const child = spawn(
+    process.execPath,
+    [
+      ...ENTRY_FLAGS,
+      main,
+      'proxy',
+      ...source,
+      '--capture',
+      'explicit',
+      '--namespace',
+      'demo',
+      ...ports,
+      '--trace-sampling',
+      '0',
+    ],
+    { cwd: root, env: { PATH: process.env.PATH ?? '', NODE_ENV: 'production' }, stdio: 'ignore' },
+  );
+  t.after(() => child.kill('SIGKILL'));
+  await waitFor('/readyz', async () => (await get(admin, '/readyz')).status === 200, 20_000);
+  return { egress, child };
+}
 
 async function freePorts(n: number): Promise<number[]> {
   const servers = await Promise.all(
