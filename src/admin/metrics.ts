@@ -1,5 +1,5 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
-import { outriggerVersion } from '../shared/version.ts';
+import { outriggerVersion } from '../shared/app-root.ts';
 import { registerEventLoopDelay } from './event-loop.ts';
 import { GrpcCallCounter, LatencyHistogram, RequestCounter } from './request-metrics.ts';
 

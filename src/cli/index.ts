@@ -2,7 +2,7 @@ import { Command, type Option } from 'commander';
 import { identityCommand } from './identity.ts';
 import { unknownEnv } from '../config/load.ts';
 import { createLogger } from '../shared/log.ts';
-import { outriggerVersion } from '../shared/version.ts';
+import { outriggerVersion } from '../shared/app-root.ts';
 import { checkCommand } from './check.ts';
 import { injectCommand } from './inject.ts';
 import { installCommand } from './install.ts';

@@ -1,6 +1,6 @@
 import { Command } from 'commander';
 import { OutriggerError } from '../shared/errors.ts';
-import { outriggerVersion } from '../shared/version.ts';
+import { outriggerVersion } from '../shared/app-root.ts';
 import { versionOptions, type VersionConfig } from '../config/person-options.ts';
 import { adminBase, adminGet } from './admin-url.ts';
 import { defaultKubeconfig, wantsJson } from './common.ts';
