@@ -3,7 +3,7 @@ import { loadGatewayConfig, type GatewayOptionName } from '../config/gateway-opt
 import type { TableInputs } from '../config/resolve.ts';
 import { systemClock } from '../shared/clock.ts';
 import { createLogger, type LogLevel } from '../shared/log.ts';
-import { idleTrimMetrics, processIdleTrim } from '../runtime/process-memory.ts';
+import { memoryMetrics, processIdleTrim } from '../runtime/process-memory.ts';
 import { startGateway, type Gateway } from './gateway.ts';
 import { untilStopped } from './signals.ts';
 import { openTracing, tracingMetrics } from './tracing.ts';
@@ -31,7 +31,7 @@ export async function runGateway(
         transportStats: () => link.transport.stats,
         tokenExpiresAt: () => link.identity?.expiresAt(),
       },
-      metricsExtra: () => ({ ...traceMetrics(), ...idleTrimMetrics(trim) }),
+      metricsExtra: () => ({ ...traceMetrics(), ...memoryMetrics(trim) }),
     });
   } catch (e) {
     await tracing.shutdown();

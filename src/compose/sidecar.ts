@@ -9,7 +9,7 @@ import type { Config } from '../config/options.ts';
 import type { OriginalDestination } from '../proxy/capture-port.ts';
 import { systemClock, systemRandom } from '../shared/clock.ts';
 import { createLogger, type LogLevel } from '../shared/log.ts';
-import { idleTrimMetrics, processIdleTrim } from '../runtime/process-memory.ts';
+import { memoryMetrics, processHeapStep, processIdleTrim } from '../runtime/process-memory.ts';
 import { createDataPath } from './data-path.ts';
 import { openDiscovery, openMeshRoutes } from './discovery.ts';
 import { meshDeps, openMesh } from './mesh.ts';
@@ -44,6 +44,7 @@ export async function runSidecar(
   const originalDestination = await captureDestination(config);
   const traceMetrics = tracingMetrics(tracing);
   const trim = processIdleTrim(log);
+  const heapStep = config.heapStep > 0 ? processHeapStep(config.heapStep) : undefined;
   const dataPath = createDataPath(config, {
     resolver: discovery,
     namespace: discovery.namespace,
@@ -57,7 +58,11 @@ export async function runSidecar(
     ...(originalDestination ? { originalDestination } : {}),
     configView: () => config,
     drainGraceMs: config.drainSeconds * 1000,
-    metricsExtra: () => ({ ...traceMetrics(), ...mesh?.identity.metrics(), ...idleTrimMetrics(trim) }),
+    metricsExtra: () => ({
+      ...traceMetrics(),
+      ...mesh?.identity.metrics(),
+      ...memoryMetrics(trim, heapStep),
+    }),
     ...meshPart,
     ...(routes ? { routes } : {}),
     debugExtra: { ...meshPart.debugExtra, ...(routes ? { routes: () => routes.status() } : {}) },
@@ -71,6 +76,7 @@ export async function runSidecar(
     throw e;
   }
   trim.start();
+  heapStep?.start();
   log.info('outrigger proxy started', {
     ...dataPath.ports(),
     capture: config.capture,
@@ -84,6 +90,7 @@ export async function runSidecar(
   await untilStopped(log, config.drainSeconds, () => {
     watcher?.close();
     trim.stop();
+    heapStep?.stop();
     return dataPath.drain(config.drainSeconds * 1000).then(() => {
       mesh?.close();
       return Promise.allSettled([tracing.shutdown(), closeDiscovery(), dataPath.close()]);

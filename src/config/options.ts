@@ -288,6 +288,16 @@ export const options = {
     scope: 'proxy',
     was: { flag: '--drain-seconds <s>', env: 'OUTRIGGER_DRAIN_SECONDS', parser: p.intRange(0, 3_600) },
   }),
+  heapStep: opt({
+    flag: '--heap-step <size>',
+    env: 'OUTRIGGER_HEAP_STEP',
+    annotation: a('heap-step'),
+    parser: p.sizeOrOff(1024 ** 2, 1024 ** 3),
+    default: 0,
+    describe:
+      'run a full garbage collection whenever the heap has grown this much since the last one: less memory under load for more CPU (docs/injection.md); 0 leaves it to V8',
+    scope: 'proxy',
+  }),
   inject: opt({
     flag: '--inject <bool>',
     env: 'OUTRIGGER_INJECT',

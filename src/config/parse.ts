@@ -151,6 +151,26 @@ export const quantity = parser('a Kubernetes quantity such as 100m, 0.5, 64Mi or
   return raw.trim();
 });
 
+const BINARY_UNITS = { '': 1, Ki: 1024, Mi: 1024 ** 2, Gi: 1024 ** 3 } as const;
+
+/** A size in bytes written as a Kubernetes binary quantity (4Mi), from min to max; 0 is off. */
+export function sizeOrOff(minBytes: number, maxBytes: number): Parser<number> {
+  const show = (v: number): string => {
+    const unit = (['Gi', 'Mi', 'Ki'] as const).find((u) => v % BINARY_UNITS[u] === 0) ?? '';
+    return v === 0 ? '0' : `${v / BINARY_UNITS[unit]}${unit}`;
+  };
+  return {
+    allowed: `0 (off) or a size from ${show(minBytes)} to ${show(maxBytes)} such as 4Mi`,
+    parse: (raw) => {
+      const m = /^(\d{1,10})(Ki|Mi|Gi)?$/.exec(raw.trim());
+      const n = m ? Number(m[1]) * BINARY_UNITS[(m[2] ?? '') as keyof typeof BINARY_UNITS] : NaN;
+      if (n !== 0 && !(n >= minBytes && n <= maxBytes)) throw new ValueError();
+      return n;
+    },
+    show,
+  };
+}
+
 export const source = parser('kube or file:PATH', (raw) => {
   const v = raw.trim();
   if (v === 'kube') return { kind: 'kube' as const };

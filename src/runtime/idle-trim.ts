@@ -1,4 +1,4 @@
-import type { Clock, Timer } from '../shared/clock.ts';
+import { everyOn, type Clock, type Timer } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
 
 /**
@@ -56,7 +56,7 @@ export class IdleTrim {
 
   start(): void {
     this.#deps.busy();
-    this.#schedule();
+    this.#timer = everyOn(this.#deps.clock, this.#o.checkMs, () => this.#check());
   }
 
   stop(): void {
@@ -66,13 +66,6 @@ export class IdleTrim {
 
   get trims(): number {
     return this.#trims;
-  }
-
-  #schedule(): void {
-    this.#timer = this.#deps.clock.setTimer(this.#o.checkMs, () => {
-      this.#check();
-      if (this.#timer) this.#schedule();
-    });
   }
 
   #check(): void {

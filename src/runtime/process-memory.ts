@@ -1,21 +1,29 @@
 import { performance, type EventLoopUtilization } from 'node:perf_hooks';
-import { setFlagsFromString } from 'node:v8';
+import { getHeapSpaceStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { systemClock } from '../shared/clock.ts';
 import type { Logger } from '../shared/log.ts';
+import { HeapStep } from './heap-step.ts';
 import { IdleTrim } from './idle-trim.ts';
 
-type Gc = (options: { type: 'major'; execution: 'sync'; flavor: 'last-resort' }) => void;
+type Gc = (options: { type: 'major'; execution: 'sync'; flavor?: 'last-resort' }) => void;
 
 /**
  * V8's collector as a function, taken from a fresh context so that the process's own global stays
  * without `gc`, and so that it works however node was started (no --expose-gc on a command line an
  * operator may override).
  */
-function lastResortGc(): () => void {
+function v8Gc(): Gc {
   setFlagsFromString('--expose-gc');
-  const gc = runInNewContext('gc') as Gc;
-  return () => gc({ type: 'major', execution: 'sync', flavor: 'last-resort' });
+  return runInNewContext('gc') as Gc;
+}
+
+const YOUNG_SPACES = new Set(['new_space', 'new_large_object_space']);
+
+function oldGenerationUsed(): number {
+  let used = 0;
+  for (const s of getHeapSpaceStatistics()) if (!YOUNG_SPACES.has(s.space_name)) used += s.space_used_size;
+  return used;
 }
 
 function loopUtilisation(): () => number {
@@ -30,19 +38,38 @@ function loopUtilisation(): () => number {
 
 /** The process's idle trim on the real clock, loop and collector (not started). */
 export function processIdleTrim(log: Logger): IdleTrim {
+  const gc = v8Gc();
   return new IdleTrim({
     clock: systemClock,
     busy: loopUtilisation(),
     rss: () => process.memoryUsage.rss(),
-    collect: lastResortGc(),
+    collect: () => gc({ type: 'major', execution: 'sync', flavor: 'last-resort' }),
     log,
   });
 }
 
-/** The trims so far, for /metrics. */
-export const idleTrimMetrics = (trim: IdleTrim): Record<string, { help: string; value: number }> => ({
+/** The process's heap step on the real clock and collector (not started). */
+export function processHeapStep(stepBytes: number): HeapStep {
+  const gc = v8Gc();
+  return new HeapStep(
+    { clock: systemClock, oldGenerationUsed, collect: () => gc({ type: 'major', execution: 'sync' }) },
+    { stepBytes, checkMs: 100 },
+  );
+}
+
+/** The trims and heap-step collections so far, for /metrics. */
+export const memoryMetrics = (
+  trim: IdleTrim,
+  step?: HeapStep,
+): Record<string, { help: string; value: number }> => ({
   outrigger_idle_trims: {
     help: 'Memory-reducing garbage collections run after a quiet period (resident memory had grown)',
     value: trim.trims,
   },
+  ...(step && {
+    outrigger_heap_step_collections: {
+      help: 'Full garbage collections run because the old generation had grown by the heap step',
+      value: step.collections,
+    },
+  }),
 });

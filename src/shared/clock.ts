@@ -42,6 +42,25 @@ export function sleepOn(clock: Clock, ms: number, signal?: AbortSignal): Promise
   });
 }
 
+/** Runs fn every ms on the clock until the returned timer is cancelled (fn may cancel it). */
+export function everyOn(clock: Clock, ms: number, fn: () => void): Timer {
+  let current: Timer | undefined;
+  let cancelled = false;
+  const schedule = (): void => {
+    current = clock.setTimer(ms, () => {
+      fn();
+      if (!cancelled) schedule();
+    });
+  };
+  schedule();
+  return {
+    cancel: () => {
+      cancelled = true;
+      current?.cancel();
+    },
+  };
+}
+
 /** Randomness as a port: returns a number in [0, 1). */
 export type Random = () => number;
 export const systemRandom: Random = Math.random;

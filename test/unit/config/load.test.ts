@@ -61,3 +61,17 @@ test('downward-API annotation files are unquoted like kubelet writes them', () =
     'kubectl.kubernetes.io/last-applied': '{"a":1}',
   });
 });
+
+test('the heap step reads binary sizes, 0 is off, and a size out of range names what is allowed', () => {
+  assert.equal(loadConfig({}).heapStep, 0);
+  assert.equal(loadConfig({ annotations: { 'outrigger.dev/heap-step': '4Mi' } }).heapStep, 4 * 1024 ** 2);
+  assert.equal(loadConfig({ env: { OUTRIGGER_HEAP_STEP: '1Gi' } }).heapStep, 1024 ** 3);
+  assert.equal(loadConfig({ flags: { heapStep: '0' } }).heapStep, 0);
+  for (const bad of ['512Ki', '2Gi', '4MB', '-1', 'four'])
+    assert.throws(
+      () => checkAnnotations({ 'outrigger.dev/heap-step': bad }),
+      new RegExp(
+        `invalid annotation outrigger.dev/heap-step="${bad}": expected 0 \\(off\\) or a size from 1Mi to 1Gi`,
+      ),
+    );
+});
