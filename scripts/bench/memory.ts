@@ -18,7 +18,8 @@
 //     [--after-s 60] [--idle-s 20] [--bodies-s 30] [--bodies-rate 300] [--sample-s 1] [--idle-conns 2000,10000] [--inflight 1000] [--rounds 1]
 //     [--variant 'name [KEY=VALUE ...] [--node-flag ...] [@git-ref]' ...] [--json FILE]
 // A variant's KEY=VALUE pairs go into the sidecars' environment (LD_PRELOAD=jemalloc names Debian's
-// libjemalloc2), its --flags before main.js (after the shipped --max-semi-space-size), @ref builds
+// libjemalloc2; the word `image` sets the image's allocator: jemalloc with the Dockerfile's
+// MALLOC_CONF; without it a variant runs on glibc's malloc), its --flags before main.js (after the shipped --max-semi-space-size), @ref builds
 // that ref's src instead of the work tree's. Variants run interleaved, their order reversed every
 // other round. Loopback only; every phase is bounded in time and every loop in count.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -85,8 +86,8 @@ const IDLE_CONNS = a['idle-conns']
 const INFLIGHT = bounded(a.inflight, 0, Math.min(5_000, (FD_LIMIT - 500) / 2));
 /**
  * Node sizes V8's heap from the cgroup memory limit: under any pod limit up to 512 MiB the old
- * generation's limit is V8's minimum, 256 MB, and V8 then grows it by at most 1.3x its live size
- * between full collections. On a machine without a limit (24 GB here) the limit is 4 GB and the
+ * generation's limit is V8's minimum, 256 MB, and V8 then lets it grow by 8 MB plus the young
+ * generation's size between full collections (docs/benchmarks.md, "Memory"). On a machine without a limit (24 GB here) the limit is 4 GB and the
  * old generation grows to 4x its live size first: not what a pod runs. 0 leaves V8's own sizing.
  */
 const OLD_SPACE_MB = bounded(a['old-space-mb'], 0, 4096);
@@ -110,11 +111,22 @@ interface Variant {
   main: string;
 }
 
+/** The image's allocator: Debian's jemalloc preloaded with the MALLOC_CONF the Dockerfile sets. */
+function imageMalloc(): Record<string, string> {
+  const conf = /MALLOC_CONF=(\S+)/.exec(
+    readFileSync(path.join(import.meta.dirname, '..', '..', 'Dockerfile'), 'utf8'),
+  )?.[1];
+  if (!JEMALLOC) throw new Error('jemalloc is not installed: apt-get install -y libjemalloc2');
+  if (!conf) throw new Error('the Dockerfile sets no MALLOC_CONF');
+  return { LD_PRELOAD: JEMALLOC, MALLOC_CONF: conf };
+}
+
 function parseVariant(spec: string, workTree: () => string): Variant {
   const [name = 'today', ...tokens] = spec.trim().split(/\s+/);
   const v: Variant = { name, env: {}, nodeFlags: [], main: '' };
   for (const t of tokens) {
     if (t.startsWith('--')) v.nodeFlags.push(t);
+    else if (t === 'image') Object.assign(v.env, imageMalloc());
     else if (t.startsWith('@')) v.main = refBuild(t.slice(1));
     else {
       const eq = t.indexOf('=');
@@ -609,7 +621,7 @@ async function main(): Promise<void> {
   const stage: Stage = { source, sink: await otlpSink(), hold };
   let tree: string | undefined;
   const workTree = (): string => (tree ??= compiledBuild().main);
-  const variants = (a.variant ?? ['today']).map((s) => parseVariant(s, workTree));
+  const variants = (a.variant ?? ['today image']).map((s) => parseVariant(s, workTree));
   const runs: Run[] = [];
   for (let round = 0; round < ROUNDS; round++)
     for (const n of COUNTS)
