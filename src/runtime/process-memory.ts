@@ -13,9 +13,15 @@ type Gc = (options: { type: 'major'; execution: 'sync'; flavor?: 'last-resort' }
  * without `gc`, and so that it works however node was started (no --expose-gc on a command line an
  * operator may override).
  */
+let gcFunction: Gc | undefined;
+
+/** One for the process: each fresh context stays alive as long as its `gc` does. */
 function v8Gc(): Gc {
-  setFlagsFromString('--expose-gc');
-  return runInNewContext('gc') as Gc;
+  if (!gcFunction) {
+    setFlagsFromString('--expose-gc');
+    gcFunction = runInNewContext('gc') as Gc;
+  }
+  return gcFunction;
 }
 
 const YOUNG_SPACES = new Set(['new_space', 'new_large_object_space']);
